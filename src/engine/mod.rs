@@ -1,0 +1,210 @@
+//! The RSA engine: turns key components into a `PreparedKey` once, performs the private-key
+//! operation on it, and never releases a result that fails the public-key check.
+//! Knows RSA arithmetic only; nothing here knows PKCS#11.
+
+mod keygen;
+mod portable;
+
+pub use keygen::generate;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use zeroize::Zeroizing;
+
+/// Why the engine refused: the caller maps these onto its own error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineError {
+    /// The components do not form a consistent RSA key.
+    InvalidKey,
+    /// The input is not a number below the modulus, or has the wrong length.
+    InputOutOfRange,
+    /// The computation failed its public-key check twice (fault or bug); nothing was released.
+    FaultDetected,
+    /// Key generation parameters are out of range.
+    BadParameters,
+    /// The OS random number generator failed.
+    Rng,
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            EngineError::InvalidKey => "RSA key components are inconsistent",
+            EngineError::InputOutOfRange => "input is not below the modulus",
+            EngineError::FaultDetected => "RSA result failed its public-key check",
+            EngineError::BadParameters => "key generation parameters out of range",
+            EngineError::Rng => "the OS random number generator failed",
+        };
+        f.write_str(s)
+    }
+}
+
+/// The parts of an RSA private key as big-endian byte strings (PKCS#11 attribute form).
+#[derive(Clone, Default)]
+pub struct KeyComponents {
+    pub modulus: Vec<u8>,
+    pub public_exponent: Vec<u8>,
+    pub private_exponent: Zeroizing<Vec<u8>>,
+    pub prime_1: Zeroizing<Vec<u8>>,
+    pub prime_2: Zeroizing<Vec<u8>>,
+    pub exponent_1: Zeroizing<Vec<u8>>,
+    pub exponent_2: Zeroizing<Vec<u8>>,
+    pub coefficient: Zeroizing<Vec<u8>>,
+}
+
+/// A private key decoded, validated and converted to engine form once, then shared by every
+/// signature made with it. Its secret parts are zeroized when the last user drops it.
+pub struct PreparedKey {
+    inner: portable::PortableKey,
+    rejection_secret: Zeroizing<Vec<u8>>,
+    modulus_len: usize,
+    modulus_bits: usize,
+}
+
+impl PreparedKey {
+    /// Validates the components (n = p·q, d·e ≡ 1, and dP, dQ, qInv when given) and prepares
+    /// the key. Missing CRT parts are computed.
+    pub fn new(c: &KeyComponents) -> Result<Self, EngineError> {
+        let inner = portable::PortableKey::new(c)?;
+        let n = strip_zeros(&c.modulus);
+        let modulus_bits = n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize);
+        // Implicit rejection needs a per-key secret that is not the key itself.
+        let rejection_secret = {
+            use sha2::Digest;
+            let d = left_pad(&c.private_exponent, modulus_bits.div_ceil(8))
+                .ok_or(EngineError::InvalidKey)?;
+            Zeroizing::new(sha2::Sha256::digest(&d[..]).to_vec())
+        };
+        Ok(PreparedKey {
+            inner,
+            rejection_secret,
+            modulus_len: modulus_bits.div_ceil(8),
+            modulus_bits,
+        })
+    }
+
+    /// k in RFC 8017: the length of signatures and ciphertexts in bytes.
+    pub fn modulus_len(&self) -> usize {
+        self.modulus_len
+    }
+
+    pub fn modulus_bits(&self) -> usize {
+        self.modulus_bits
+    }
+
+    /// The private-key operation (RSASP1/RSADP) on a `modulus_len()`-byte input, checked with
+    /// the public exponent before the result is released.
+    pub fn private_op(&self, input: &[u8]) -> Result<Zeroizing<Vec<u8>>, EngineError> {
+        if input.len() != self.modulus_len {
+            return Err(EngineError::InputOutOfRange);
+        }
+        STATS.operations.fetch_add(1, Ordering::Relaxed);
+        for attempt in 0..2 {
+            match self.inner.private_op_checked(input, self.modulus_len) {
+                Ok(out) => return Ok(out),
+                Err(EngineError::FaultDetected) => {
+                    STATS.fault_checks_failed.fetch_add(1, Ordering::Relaxed);
+                    log::error!(
+                        "RSA-{} private operation failed its public-key check (attempt {}); result withheld",
+                        self.modulus_bits,
+                        attempt + 1
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(EngineError::FaultDetected)
+    }
+
+    pub fn implicit_rejection_secret(&self) -> &[u8] {
+        &self.rejection_secret
+    }
+
+    /// The public-key operation (RSAEP/RSAVP1) with this key's public half.
+    pub fn public_op(&self, input: &[u8]) -> Result<Vec<u8>, EngineError> {
+        self.inner.public.public_op(input)
+    }
+}
+
+/// An RSA public key prepared for verification and encryption.
+pub struct PublicKey {
+    inner: portable::PortablePublic,
+    modulus_len: usize,
+    modulus_bits: usize,
+}
+
+impl PublicKey {
+    pub fn new(modulus: &[u8], public_exponent: &[u8]) -> Result<Self, EngineError> {
+        let n = strip_zeros(modulus);
+        if n.is_empty() {
+            return Err(EngineError::InvalidKey);
+        }
+        let modulus_bits = n.len() * 8 - n[0].leading_zeros() as usize;
+        Ok(PublicKey {
+            inner: portable::PortablePublic::new(modulus, public_exponent)?,
+            modulus_len: modulus_bits.div_ceil(8),
+            modulus_bits,
+        })
+    }
+
+    pub fn modulus_len(&self) -> usize {
+        self.modulus_len
+    }
+
+    pub fn modulus_bits(&self) -> usize {
+        self.modulus_bits
+    }
+
+    /// RSAEP/RSAVP1 on a `modulus_len()`-byte input; the output has the same length.
+    pub fn public_op(&self, input: &[u8]) -> Result<Vec<u8>, EngineError> {
+        if input.len() != self.modulus_len {
+            return Err(EngineError::InputOutOfRange);
+        }
+        self.inner.public_op(input)
+    }
+}
+
+/// Engine counters, readable through the vendor interface.
+#[derive(Default)]
+pub struct Stats {
+    pub operations: AtomicU64,
+    pub fault_checks_failed: AtomicU64,
+}
+
+pub static STATS: Stats = Stats {
+    operations: AtomicU64::new(0),
+    fault_checks_failed: AtomicU64::new(0),
+};
+
+pub(crate) fn strip_zeros(b: &[u8]) -> &[u8] {
+    let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    &b[first..]
+}
+
+/// Left-pads `b` with zeros to `len` bytes (fails when it does not fit).
+pub(crate) fn left_pad(b: &[u8], len: usize) -> Option<Zeroizing<Vec<u8>>> {
+    let b = strip_zeros(b);
+    if b.len() > len {
+        return None;
+    }
+    let mut out = Zeroizing::new(vec![0u8; len]);
+    out[len - b.len()..].copy_from_slice(b);
+    Some(out)
+}
+
+/// Smallest and largest RSA key generation size in bits.
+pub fn keygen_limits() -> (usize, usize) {
+    (keygen::MIN_BITS, keygen::MAX_BITS)
+}
+
+/// Every component of a prepared key, including the CRT parts it computed.
+pub fn full_components(key: &PreparedKey) -> KeyComponents {
+    key.inner.components()
+}
+
+/// DER SubjectPublicKeyInfo of an RSA public key (`CKA_PUBLIC_KEY_INFO`).
+pub fn public_key_info(modulus: &[u8], public_exponent: &[u8]) -> Option<Vec<u8>> {
+    portable::PortablePublic::new(modulus, public_exponent)
+        .ok()?
+        .spki_der()
+}

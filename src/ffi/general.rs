@@ -1,0 +1,132 @@
+//! General-purpose functions (PKCS#11 §5.4): initialisation, library info, function lists;
+//! and random numbers (§5.15) and the legacy parallel functions.
+
+use super::convert::{bytes, out, padded};
+use super::{lib, register_fork_handler, FORK_GENERATION, STATE};
+use crate::error::{fail, fail_because, Error};
+use crate::token::{self, Library};
+use cryptoki_sys::*;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Serialises `C_Initialize` and `C_Finalize` so concurrent callers see exactly one success.
+static INIT_LOCK: Mutex<()> = Mutex::new(());
+
+ck_fn!(fn C_Initialize(init_args: *mut c_void) {
+    if let Some(args) = (init_args as *const CK_C_INITIALIZE_ARGS).as_ref() {
+        if !args.pReserved.is_null() {
+            return fail_because(CKR_ARGUMENTS_BAD, "C_Initialize: pReserved must be NULL");
+        }
+        let given = [
+            args.CreateMutex.is_some(),
+            args.DestroyMutex.is_some(),
+            args.LockMutex.is_some(),
+            args.UnlockMutex.is_some(),
+        ];
+        if given.iter().any(|g| *g) && !given.iter().all(|g| *g) {
+            return fail_because(CKR_ARGUMENTS_BAD, "C_Initialize: give all four mutex functions or none");
+        }
+        // Native locks are used in every mode: the module is thread-safe whether or not the
+        // application offers its own mutexes, and it never creates threads of its own.
+    }
+    let _g = INIT_LOCK.lock_arc_if_not_forked();
+    register_fork_handler();
+    let generation = FORK_GENERATION.load(Ordering::SeqCst);
+    if let Some(old) = STATE.load_full() {
+        if old.1 == generation {
+            return fail(CKR_CRYPTOKI_ALREADY_INITIALIZED);
+        }
+        // State inherited through fork() belongs to the parent; its locks may be held by
+        // threads that do not exist here, so it is abandoned rather than dropped.
+        std::mem::forget(old);
+    }
+    crate::logging::init();
+    let store = crate::store::open_default()?;
+    STATE.store(Some(Arc::new((Library::new(store), generation))));
+    log::debug!("C_Initialize: ready");
+    Ok(())
+});
+
+/// After fork() the lock may be held by a parent thread that does not exist in the child.
+trait ForkSafeLock {
+    fn lock_arc_if_not_forked(&self) -> Option<parking_lot::MutexGuard<'_, ()>>;
+}
+
+impl ForkSafeLock for Mutex<()> {
+    fn lock_arc_if_not_forked(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        if FORK_GENERATION.load(Ordering::SeqCst) == 0 {
+            Some(self.lock())
+        } else {
+            self.try_lock_for(std::time::Duration::from_millis(100))
+        }
+    }
+}
+
+ck_fn!(fn C_Finalize(reserved: *mut c_void) {
+    if !reserved.is_null() {
+        return fail(CKR_ARGUMENTS_BAD);
+    }
+    let _g = INIT_LOCK.lock_arc_if_not_forked();
+    lib()?;
+    STATE.store(None);
+    Ok(())
+});
+
+ck_fn!(fn C_GetInfo(info: *mut CK_INFO) {
+    lib()?;
+    let info = out(info)?;
+    info.cryptokiVersion = CK_VERSION { major: 2, minor: 40 };
+    info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
+    info.flags = 0;
+    info.libraryDescription = padded(token::LIBRARY_DESCRIPTION.as_bytes());
+    info.libraryVersion = CK_VERSION { major: token::VERSION_MAJOR, minor: token::VERSION_MINOR };
+    Ok(())
+});
+
+ck_fn!(fn C_GetFunctionList(list: *mut *mut CK_FUNCTION_LIST) {
+    let list = out(list)?;
+    *list = &raw mut super::function_list::FUNCTION_LIST_2_40;
+    Ok(())
+});
+
+ck_fn!(fn C_SeedRandom(session: CK_SESSION_HANDLE, seed: *mut CK_BYTE, len: CK_ULONG) {
+    lib()?.0.session(session)?;
+    bytes(seed, len)?;
+    // The OS generator needs no seed; mixing caller data in could only weaken it.
+    Ok(())
+});
+
+ck_fn!(fn C_GenerateRandom(session: CK_SESSION_HANDLE, buf: *mut CK_BYTE, len: CK_ULONG) {
+    lib()?.0.session(session)?;
+    if buf.is_null() {
+        return if len == 0 { Ok(()) } else { fail(CKR_ARGUMENTS_BAD) };
+    }
+    let buf = std::slice::from_raw_parts_mut(buf, len as usize);
+    getrandom::fill(buf).map_err(|_| Error(CKR_FUNCTION_FAILED))
+});
+
+ck_fn!(fn C_GetFunctionStatus(session: CK_SESSION_HANDLE) {
+    lib()?.0.session(session)?;
+    fail(CKR_FUNCTION_NOT_PARALLEL)
+});
+
+ck_fn!(fn C_CancelFunction(session: CK_SESSION_HANDLE) {
+    lib()?.0.session(session)?;
+    fail(CKR_FUNCTION_NOT_PARALLEL)
+});
+
+ck_fn!(fn C_WaitForSlotEvent(flags: CK_FLAGS, slot: *mut CK_SLOT_ID, reserved: *mut c_void) {
+    lib()?;
+    out(slot)?;
+    if !reserved.is_null() {
+        return fail(CKR_ARGUMENTS_BAD);
+    }
+    // Software slots have no insertion events.
+    if flags & CKF_DONT_BLOCK != 0 {
+        fail(CKR_NO_EVENT)
+    } else {
+        fail(CKR_FUNCTION_NOT_SUPPORTED)
+    }
+});

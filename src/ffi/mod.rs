@@ -1,0 +1,69 @@
+//! The C ABI: every exported `C_*` function is a thin shell made by `ck_fn!` around Rust code
+//! returning `Result<(), Error>`. This folder converts pointers and nothing else.
+
+#[macro_use]
+mod macros;
+mod convert;
+mod crypto;
+pub mod function_list;
+mod general;
+mod interface;
+mod object;
+mod session;
+mod slot;
+mod unsupported;
+
+pub use crypto::*;
+pub use general::*;
+pub use interface::*;
+pub use object::*;
+pub use session::*;
+pub use slot::*;
+pub use unsupported::*;
+
+use crate::error::{Error, Result};
+use crate::token::Library;
+use arc_swap::ArcSwapOption;
+use cryptoki_sys::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The initialised library, if any, with the fork generation it was made in.
+static STATE: ArcSwapOption<(Library, u64)> = ArcSwapOption::const_empty();
+/// Incremented in the child after every `fork()`: state made before belongs to the parent.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+fn register_fork_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    });
+}
+
+/// The library for this call, or `CKR_CRYPTOKI_NOT_INITIALIZED` (also in a forked child
+/// that has not called `C_Initialize` itself).
+pub(crate) fn lib() -> Result<Arc<(Library, u64)>> {
+    match STATE.load_full() {
+        Some(s) if s.1 == FORK_GENERATION.load(Ordering::Relaxed) => Ok(s),
+        _ => Err(Error(CKR_CRYPTOKI_NOT_INITIALIZED)),
+    }
+}
+
+/// Runs an entry point's body: panics become `CKR_GENERAL_ERROR`, errors their `CK_RV`.
+pub(crate) fn guard(name: &str, f: impl FnOnce() -> Result<()>) -> CK_RV {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => CKR_OK,
+        Ok(Err(e)) => {
+            log::debug!("{name} -> {e}");
+            e.rv()
+        }
+        Err(_) => {
+            log::error!("{name}: internal error (panic caught at the C boundary)");
+            CKR_GENERAL_ERROR
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
+//! Rust values, and the RSA schemes built on the engine. No C pointers here.
+
+pub mod hash;
+pub mod rsa_pad;
+pub mod aes;
+pub mod rsa;
+
+use cryptoki_sys::*;
+pub use hash::{HashAlg, Hasher};
+
+/// Parameters of PSS as the application gave them (`CK_RSA_PKCS_PSS_PARAMS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PssParams {
+    pub hash: HashAlg,
+    pub mgf: HashAlg,
+    pub salt_len: usize,
+}
+
+/// Parameters of OAEP (`CK_RSA_PKCS_OAEP_PARAMS`); the label is the `pSourceData`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OaepParams {
+    pub hash: HashAlg,
+    pub mgf: HashAlg,
+    pub label: Vec<u8>,
+}
+
+/// A mechanism with its parameters decoded and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mechanism {
+    RsaPkcsKeyPairGen,
+    RsaPkcs,
+    RsaX509,
+    /// `CKM_RSA_PKCS_PSS` (prehash `None`, input is the hash) or `CKM_SHAx_RSA_PKCS_PSS`.
+    RsaPss {
+        prehash: Option<HashAlg>,
+        params: PssParams,
+    },
+    /// `CKM_SHAx_RSA_PKCS`: hash, DigestInfo, PKCS#1 v1.5.
+    HashRsaPkcs(HashAlg),
+    RsaOaep(OaepParams),
+    Digest(HashAlg),
+    AesKeyGen,
+    GenericSecretKeyGen,
+    AesKeyWrap,
+    AesKeyWrapPad,
+}
+
+impl Mechanism {
+    pub fn mechanism_type(&self) -> CK_MECHANISM_TYPE {
+        match self {
+            Mechanism::RsaPkcsKeyPairGen => CKM_RSA_PKCS_KEY_PAIR_GEN,
+            Mechanism::RsaPkcs => CKM_RSA_PKCS,
+            Mechanism::RsaX509 => CKM_RSA_X_509,
+            Mechanism::RsaPss { prehash: None, .. } => CKM_RSA_PKCS_PSS,
+            Mechanism::RsaPss {
+                prehash: Some(h), ..
+            } => hash_pss_mechanism(*h).unwrap_or(CKM_RSA_PKCS_PSS),
+            Mechanism::HashRsaPkcs(h) => hash_pkcs_mechanism(*h).unwrap_or(CKM_RSA_PKCS),
+            Mechanism::RsaOaep(_) => CKM_RSA_PKCS_OAEP,
+            Mechanism::Digest(h) => digest_mechanism(*h),
+            Mechanism::AesKeyGen => CKM_AES_KEY_GEN,
+            Mechanism::GenericSecretKeyGen => CKM_GENERIC_SECRET_KEY_GEN,
+            Mechanism::AesKeyWrap => CKM_AES_KEY_WRAP,
+            Mechanism::AesKeyWrapPad => CKM_AES_KEY_WRAP_PAD,
+        }
+    }
+}
+
+pub fn digest_mechanism(h: HashAlg) -> CK_MECHANISM_TYPE {
+    match h {
+        HashAlg::Md5 => CKM_MD5,
+        HashAlg::Sha1 => CKM_SHA_1,
+        HashAlg::Sha224 => CKM_SHA224,
+        HashAlg::Sha256 => CKM_SHA256,
+        HashAlg::Sha384 => CKM_SHA384,
+        HashAlg::Sha512 => CKM_SHA512,
+        HashAlg::Sha3_224 => CKM_SHA3_224,
+        HashAlg::Sha3_256 => CKM_SHA3_256,
+        HashAlg::Sha3_384 => CKM_SHA3_384,
+        HashAlg::Sha3_512 => CKM_SHA3_512,
+    }
+}
+
+/// The hash-and-sign PKCS#1 v1.5 mechanism of each hash, and back.
+const HASH_PKCS: &[(CK_MECHANISM_TYPE, HashAlg)] = &[
+    (CKM_MD5_RSA_PKCS, HashAlg::Md5),
+    (CKM_SHA1_RSA_PKCS, HashAlg::Sha1),
+    (CKM_SHA224_RSA_PKCS, HashAlg::Sha224),
+    (CKM_SHA256_RSA_PKCS, HashAlg::Sha256),
+    (CKM_SHA384_RSA_PKCS, HashAlg::Sha384),
+    (CKM_SHA512_RSA_PKCS, HashAlg::Sha512),
+    (CKM_SHA3_224_RSA_PKCS, HashAlg::Sha3_224),
+    (CKM_SHA3_256_RSA_PKCS, HashAlg::Sha3_256),
+    (CKM_SHA3_384_RSA_PKCS, HashAlg::Sha3_384),
+    (CKM_SHA3_512_RSA_PKCS, HashAlg::Sha3_512),
+];
+
+const HASH_PSS: &[(CK_MECHANISM_TYPE, HashAlg)] = &[
+    (CKM_SHA1_RSA_PKCS_PSS, HashAlg::Sha1),
+    (CKM_SHA224_RSA_PKCS_PSS, HashAlg::Sha224),
+    (CKM_SHA256_RSA_PKCS_PSS, HashAlg::Sha256),
+    (CKM_SHA384_RSA_PKCS_PSS, HashAlg::Sha384),
+    (CKM_SHA512_RSA_PKCS_PSS, HashAlg::Sha512),
+    (CKM_SHA3_224_RSA_PKCS_PSS, HashAlg::Sha3_224),
+    (CKM_SHA3_256_RSA_PKCS_PSS, HashAlg::Sha3_256),
+    (CKM_SHA3_384_RSA_PKCS_PSS, HashAlg::Sha3_384),
+    (CKM_SHA3_512_RSA_PKCS_PSS, HashAlg::Sha3_512),
+];
+
+pub fn hash_of_pkcs_mechanism(m: CK_MECHANISM_TYPE) -> Option<HashAlg> {
+    HASH_PKCS.iter().find(|(t, _)| *t == m).map(|(_, h)| *h)
+}
+
+pub fn hash_of_pss_mechanism(m: CK_MECHANISM_TYPE) -> Option<HashAlg> {
+    HASH_PSS.iter().find(|(t, _)| *t == m).map(|(_, h)| *h)
+}
+
+fn hash_pkcs_mechanism(h: HashAlg) -> Option<CK_MECHANISM_TYPE> {
+    HASH_PKCS.iter().find(|(_, x)| *x == h).map(|(t, _)| *t)
+}
+
+fn hash_pss_mechanism(h: HashAlg) -> Option<CK_MECHANISM_TYPE> {
+    HASH_PSS.iter().find(|(_, x)| *x == h).map(|(t, _)| *t)
+}
+
+/// Smallest and largest RSA modulus the token signs and verifies with, in bits.
+pub const RSA_MIN_BITS: CK_ULONG = 1024;
+pub const RSA_MAX_BITS: CK_ULONG = 16384;
+
+/// Every mechanism the token offers, with `C_GetMechanismInfo`'s answer for it.
+pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
+    let info = |min, max, flags| CK_MECHANISM_INFO {
+        ulMinKeySize: min,
+        ulMaxKeySize: max,
+        flags,
+    };
+    let sign = CKF_SIGN | CKF_VERIFY;
+    let crypt = CKF_ENCRYPT | CKF_DECRYPT;
+    let mut v = vec![
+        (
+            CKM_RSA_PKCS_KEY_PAIR_GEN,
+            info(
+                crate::engine::keygen_limits().0 as CK_ULONG,
+                crate::engine::keygen_limits().1 as CK_ULONG,
+                CKF_GENERATE_KEY_PAIR,
+            ),
+        ),
+        (CKM_RSA_PKCS, info(RSA_MIN_BITS, RSA_MAX_BITS, sign | crypt)),
+        (CKM_RSA_X_509, info(RSA_MIN_BITS, RSA_MAX_BITS, sign | crypt)),
+        (CKM_RSA_PKCS_PSS, info(RSA_MIN_BITS, RSA_MAX_BITS, sign)),
+        (
+            CKM_RSA_PKCS_OAEP,
+            info(RSA_MIN_BITS, RSA_MAX_BITS, crypt | CKF_WRAP | CKF_UNWRAP),
+        ),
+    ];
+    for (m, _) in HASH_PKCS.iter().chain(HASH_PSS.iter()) {
+        v.push((*m, info(RSA_MIN_BITS, RSA_MAX_BITS, sign)));
+    }
+    for m in [
+        CKM_MD5,
+        CKM_SHA_1,
+        CKM_SHA224,
+        CKM_SHA256,
+        CKM_SHA384,
+        CKM_SHA512,
+        CKM_SHA3_224,
+        CKM_SHA3_256,
+        CKM_SHA3_384,
+        CKM_SHA3_512,
+    ] {
+        v.push((m, info(0, 0, CKF_DIGEST)));
+    }
+    v.push((CKM_AES_KEY_GEN, info(16, 32, CKF_GENERATE)));
+    v.push((CKM_GENERIC_SECRET_KEY_GEN, info(8, 4096, CKF_GENERATE)));
+    v.push((CKM_AES_KEY_WRAP, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
+    v.push((CKM_AES_KEY_WRAP_PAD, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
+    v
+}
+
+pub fn mechanism_info(m: CK_MECHANISM_TYPE) -> Option<CK_MECHANISM_INFO> {
+    mechanism_list()
+        .into_iter()
+        .find(|(t, _)| *t == m)
+        .map(|(_, i)| i)
+}

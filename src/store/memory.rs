@@ -1,0 +1,247 @@
+//! A store that lives in process memory: for tests and for temporary tokens (the self-test).
+
+use super::{PinOwner, PinState, Store, TokenRecord, DEFAULT_MAX_FAILURES, MAX_OBJECT_ID};
+use crate::error::{fail, fail_because, Result};
+use crate::token::attributes::Attributes;
+use cryptoki_sys::*;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+struct PinHash {
+    salt: [u8; 16],
+    hash: Zeroizing<Vec<u8>>,
+}
+
+impl PinHash {
+    fn new(pin: &[u8]) -> Self {
+        let mut salt = [0u8; 16];
+        getrandom::fill(&mut salt).expect("OS RNG");
+        PinHash {
+            salt,
+            hash: Self::hash(&salt, pin),
+        }
+    }
+    fn hash(salt: &[u8], pin: &[u8]) -> Zeroizing<Vec<u8>> {
+        let mut h = Sha256::new();
+        h.update(salt);
+        h.update(pin);
+        Zeroizing::new(h.finalize().to_vec())
+    }
+    fn matches(&self, pin: &[u8]) -> bool {
+        Self::hash(&self.salt, pin).ct_eq(&self.hash).into()
+    }
+}
+
+struct MemToken {
+    record: TokenRecord,
+    so_pin: PinHash,
+    user_pin: Option<PinHash>,
+    objects: BTreeMap<u64, Attributes>,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    tokens: BTreeMap<CK_SLOT_ID, MemToken>,
+    next_object: u64,
+    next_serial: u64,
+}
+
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn pin_check(rec: &mut PinState, max: u32, ok: bool) -> Result<()> {
+    if rec.locked {
+        return fail(CKR_PIN_LOCKED);
+    }
+    if ok {
+        rec.failures = 0;
+        return Ok(());
+    }
+    rec.failures += 1;
+    if rec.failures >= max {
+        rec.locked = true;
+        log::warn!("PIN locked after {} wrong attempts", rec.failures);
+    }
+    fail(CKR_PIN_INCORRECT)
+}
+
+impl Store for MemoryStore {
+    fn tokens(&self) -> Result<Vec<TokenRecord>> {
+        Ok(self.inner.lock().tokens.values().map(|t| t.record.clone()).collect())
+    }
+
+    fn free_slot_id(&self) -> Result<CK_SLOT_ID> {
+        let g = self.inner.lock();
+        Ok(g.tokens.keys().next_back().map_or(0, |k| k + 1))
+    }
+
+    fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {
+        let mut g = self.inner.lock();
+        if let Some(t) = g.tokens.get_mut(&slot_id) {
+            let max = t.record.max_failures;
+            let ok = t.so_pin.matches(so_pin);
+            pin_check(&mut t.record.so_pin, max, ok)?;
+            t.record.label = *label;
+            t.record.user_pin_initialized = false;
+            t.record.user_pin = PinState::default();
+            t.user_pin = None;
+            t.objects.clear();
+            t.generation += 1;
+            return Ok(t.record.clone());
+        }
+        let free = g.tokens.keys().next_back().map_or(0, |k| k + 1);
+        if slot_id != free {
+            return fail_because(CKR_SLOT_ID_INVALID, format!("slot {slot_id} is not the free slot"));
+        }
+        g.next_serial += 1;
+        let mut serial = [b'0'; 16];
+        let mut rnd = [0u8; 4];
+        getrandom::fill(&mut rnd).expect("OS RNG");
+        let s = format!("{:08x}{:08x}", u32::from_be_bytes(rnd), g.next_serial);
+        serial.copy_from_slice(s.as_bytes());
+        let record = TokenRecord {
+            slot_id,
+            label: *label,
+            serial,
+            user_pin_initialized: false,
+            so_pin: PinState::default(),
+            user_pin: PinState::default(),
+            max_failures: DEFAULT_MAX_FAILURES,
+        };
+        g.tokens.insert(
+            slot_id,
+            MemToken {
+                record: record.clone(),
+                so_pin: PinHash::new(so_pin),
+                user_pin: None,
+                objects: BTreeMap::new(),
+                generation: 1,
+            },
+        );
+        Ok(record)
+    }
+
+    fn login(&self, slot_id: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
+        let mut g = self.inner.lock();
+        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let max = t.record.max_failures;
+        match who {
+            PinOwner::So => {
+                let ok = t.so_pin.matches(pin);
+                pin_check(&mut t.record.so_pin, max, ok)
+            }
+            PinOwner::User => {
+                let Some(h) = &t.user_pin else {
+                    return fail(CKR_USER_PIN_NOT_INITIALIZED);
+                };
+                let ok = h.matches(pin);
+                pin_check(&mut t.record.user_pin, max, ok)
+            }
+        }
+    }
+
+    fn logout(&self, _slot_id: CK_SLOT_ID) {}
+
+    fn init_pin(&self, slot_id: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
+        let mut g = self.inner.lock();
+        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        t.user_pin = Some(PinHash::new(pin));
+        t.record.user_pin_initialized = true;
+        t.record.user_pin = PinState::default();
+        Ok(())
+    }
+
+    fn set_pin(&self, slot_id: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
+        let mut g = self.inner.lock();
+        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let max = t.record.max_failures;
+        match who {
+            PinOwner::So => {
+                let ok = t.so_pin.matches(old);
+                pin_check(&mut t.record.so_pin, max, ok)?;
+                t.so_pin = PinHash::new(new);
+            }
+            PinOwner::User => {
+                let ok = match &t.user_pin {
+                    Some(h) => h.matches(old),
+                    None => return fail(CKR_USER_PIN_NOT_INITIALIZED),
+                };
+                pin_check(&mut t.record.user_pin, max, ok)?;
+                t.user_pin = Some(PinHash::new(new));
+            }
+        }
+        Ok(())
+    }
+
+    fn find(
+        &self,
+        slot_id: CK_SLOT_ID,
+        template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)],
+        with_private: bool,
+    ) -> Result<Vec<u64>> {
+        let g = self.inner.lock();
+        let Some(t) = g.tokens.get(&slot_id) else {
+            return Ok(vec![]);
+        };
+        Ok(t.objects
+            .iter()
+            .filter(|(_, a)| (with_private || !a.is_private()) && a.matches(template))
+            .map(|(id, _)| *id)
+            .collect())
+    }
+
+    fn load(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<Option<Attributes>> {
+        let g = self.inner.lock();
+        Ok(g.tokens.get(&slot_id).and_then(|t| t.objects.get(&id).cloned()))
+    }
+
+    fn create(&self, slot_id: CK_SLOT_ID, attrs: &Attributes) -> Result<u64> {
+        let mut g = self.inner.lock();
+        g.next_object += 1;
+        let id = g.next_object;
+        if id >= MAX_OBJECT_ID {
+            return fail_because(CKR_DEVICE_MEMORY, "the store has run out of object ids");
+        }
+        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        t.objects.insert(id, attrs.clone());
+        t.generation += 1;
+        Ok(id)
+    }
+
+    fn update(&self, slot_id: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {
+        let mut g = self.inner.lock();
+        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        match t.objects.get_mut(&id) {
+            Some(a) => *a = attrs.clone(),
+            None => return fail(CKR_OBJECT_HANDLE_INVALID),
+        }
+        t.generation += 1;
+        Ok(())
+    }
+
+    fn destroy(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<()> {
+        let mut g = self.inner.lock();
+        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        if t.objects.remove(&id).is_none() {
+            return fail(CKR_OBJECT_HANDLE_INVALID);
+        }
+        t.generation += 1;
+        Ok(())
+    }
+
+    fn generation(&self, slot_id: CK_SLOT_ID) -> Result<u64> {
+        Ok(self.inner.lock().tokens.get(&slot_id).map_or(0, |t| t.generation))
+    }
+}

@@ -1,0 +1,332 @@
+//! Cryptographic functions of the library: sign, verify, encrypt, decrypt, digest, wrap and
+//! unwrap. Checks key class, usage flags and allowed mechanisms before any work.
+
+use super::attributes::Attributes;
+use super::library::{Library, Output};
+use super::object::Object;
+use super::operation::{CryptKey, CryptOp, DigestOp, Operation, SignOp, VerifyOp};
+use super::session::Session;
+use crate::error::{fail, fail_because, Error, Result};
+use crate::mechanism::{self, rsa, Mechanism};
+use cryptoki_sys::*;
+use zeroize::Zeroizing;
+
+/// Checks that `obj` is a key of the right kind for `mech` with the `usage` flag set.
+fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_ATTRIBUTE_TYPE) -> Result<()> {
+    let is_rsa_mech = !matches!(
+        mech,
+        Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Digest(_)
+    );
+    let class_ok = obj.attrs.class() == Some(class)
+        // Verification and encryption also accept a private key object: it holds the public half.
+        || (class == CKO_PUBLIC_KEY && obj.is_rsa(CKO_PRIVATE_KEY));
+    let type_ok = if is_rsa_mech {
+        obj.attrs.key_type() == Some(CKK_RSA)
+    } else {
+        obj.attrs.key_type() == Some(CKK_AES)
+    };
+    if !class_ok || !type_ok {
+        return fail_because(
+            CKR_KEY_TYPE_INCONSISTENT,
+            format!("object {} is not a key for mechanism 0x{:x}", obj.handle, mech.mechanism_type()),
+        );
+    }
+    // The usage flag of a private key object used for its public half is not the one asked.
+    let flag_ok = obj.attrs.class() != Some(class) || obj.attrs.bool_or(usage, false);
+    if !flag_ok {
+        return fail_because(
+            CKR_KEY_FUNCTION_NOT_PERMITTED,
+            format!("key {} does not allow attribute 0x{usage:x}'s operation", obj.handle),
+        );
+    }
+    if !obj.allows(mech.mechanism_type()) {
+        return fail_because(
+            CKR_MECHANISM_INVALID,
+            format!("key {} does not allow mechanism 0x{:x} (CKA_ALLOWED_MECHANISMS)", obj.handle, mech.mechanism_type()),
+        );
+    }
+    Ok(())
+}
+
+fn supports(mech: &Mechanism, flag: CK_FLAGS) -> Result<()> {
+    match mechanism::mechanism_info(mech.mechanism_type()) {
+        Some(i) if i.flags & flag != 0 => Ok(()),
+        _ => fail_because(
+            CKR_MECHANISM_INVALID,
+            format!("mechanism 0x{:x} cannot be used for this operation", mech.mechanism_type()),
+        ),
+    }
+}
+
+/// Runs `f` on the session's operation in `slot`; any error except a too-small buffer ends it.
+fn run_op<T, R>(
+    slot: &mut Option<T>,
+    f: impl FnOnce(&mut T) -> Result<(R, bool)>,
+) -> Result<R> {
+    let op = slot.as_mut().ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))?;
+    match f(op) {
+        Ok((r, done)) => {
+            if done {
+                *slot = None;
+            }
+            Ok(r)
+        }
+        Err(e) => {
+            *slot = None;
+            Err(e)
+        }
+    }
+}
+
+impl Library {
+    fn with_session<R>(&self, h: CK_SESSION_HANDLE, f: impl FnOnce(&mut Session) -> Result<R>) -> Result<R> {
+        let session = self.session(h)?;
+        let mut s = session.lock();
+        f(&mut s)
+    }
+
+    pub fn sign_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE) -> Result<()> {
+        self.with_session(h, |s| {
+            if s.sign.is_some() {
+                return fail(CKR_OPERATION_ACTIVE);
+            }
+            supports(&mech, CKF_SIGN)?;
+            let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
+            let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
+            s.sign = Some(SignOp::new(mech, obj.prepared_key()?, needs_auth));
+            Ok(())
+        })
+    }
+
+    /// `C_Sign` (`data` given) or `C_SignFinal` (`None`), with the two-call convention.
+    pub fn sign(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, capacity: Option<usize>) -> Result<Output> {
+        self.with_session(h, |s| {
+            run_op(&mut s.sign, |op| {
+                let len = op.signature_len();
+                if capacity.is_none_or(|c| c < len) {
+                    if data.is_some() && op.input.stage == Operation::MultiPart {
+                        return fail(CKR_OPERATION_ACTIVE);
+                    }
+                    return Ok((Output::Length(len), false));
+                }
+                Ok((Output::Data(Zeroizing::new(op.sign(data)?)), true))
+            })
+        })
+    }
+
+    pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
+        self.with_session(h, |s| run_op(&mut s.sign, |op| op.update(data).map(|_| ((), false))))
+    }
+
+    pub fn verify_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE) -> Result<()> {
+        self.with_session(h, |s| {
+            if s.verify.is_some() {
+                return fail(CKR_OPERATION_ACTIVE);
+            }
+            supports(&mech, CKF_VERIFY)?;
+            let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
+            s.verify = Some(VerifyOp::new(mech, obj.public_key()?));
+            Ok(())
+        })
+    }
+
+    pub fn verify(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, signature: &[u8]) -> Result<()> {
+        self.with_session(h, |s| run_op(&mut s.verify, |op| op.verify(data, signature).map(|_| ((), true))))
+    }
+
+    pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
+        self.with_session(h, |s| run_op(&mut s.verify, |op| op.update(data).map(|_| ((), false))))
+    }
+
+    fn crypt_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE, encrypt: bool) -> Result<()> {
+        self.with_session(h, |s| {
+            let slot_busy = if encrypt { s.encrypt.is_some() } else { s.decrypt.is_some() };
+            if slot_busy {
+                return fail(CKR_OPERATION_ACTIVE);
+            }
+            if !matches!(mech, Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_)) {
+                return fail(CKR_MECHANISM_INVALID);
+            }
+            let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            let op = if encrypt {
+                check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_ENCRYPT)?;
+                CryptOp { mech, key: CryptKey::Public(obj.public_key()?), needs_auth: false }
+            } else {
+                check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_DECRYPT)?;
+                let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
+                CryptOp { mech, key: CryptKey::Private(obj.prepared_key()?), needs_auth }
+            };
+            if encrypt {
+                s.encrypt = Some(op);
+            } else {
+                s.decrypt = Some(op);
+            }
+            Ok(())
+        })
+    }
+
+    pub fn encrypt_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE) -> Result<()> {
+        self.crypt_init(h, mech, key, true)
+    }
+
+    pub fn decrypt_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE) -> Result<()> {
+        self.crypt_init(h, mech, key, false)
+    }
+
+    /// `C_Encrypt`/`C_Decrypt`: single-part, with the two-call convention. For decryption
+    /// the length query answers the modulus size, an upper bound.
+    pub fn crypt(&self, h: CK_SESSION_HANDLE, encrypt: bool, data: &[u8], capacity: Option<usize>) -> Result<Output> {
+        self.with_session(h, |s| {
+            let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
+            run_op(slot, |op| {
+                let Some(cap) = capacity else {
+                    return Ok((Output::Length(op.output_len()), false));
+                };
+                if encrypt && cap < op.output_len() {
+                    return Ok((Output::Length(op.output_len()), false));
+                }
+                let out = op.run(data)?;
+                if out.len() > cap {
+                    return Ok((Output::Length(out.len()), false));
+                }
+                Ok((Output::Data(out), true))
+            })
+        })
+    }
+
+    pub fn digest_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism) -> Result<()> {
+        let Mechanism::Digest(alg) = mech else {
+            return fail(CKR_MECHANISM_INVALID);
+        };
+        self.with_session(h, |s| {
+            if s.digest.is_some() {
+                return fail(CKR_OPERATION_ACTIVE);
+            }
+            s.digest = Some(DigestOp { hasher: alg.hasher(), alg, stage: Operation::Fresh });
+            Ok(())
+        })
+    }
+
+    /// `C_Digest` (`data` given) or `C_DigestFinal`.
+    pub fn digest(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, capacity: Option<usize>) -> Result<Output> {
+        self.with_session(h, |s| {
+            run_op(&mut s.digest, |op| {
+                if data.is_some() && op.stage == Operation::MultiPart {
+                    return fail(CKR_OPERATION_ACTIVE);
+                }
+                let len = op.alg.output_len();
+                if capacity.is_none_or(|c| c < len) {
+                    return Ok((Output::Length(len), false));
+                }
+                let mut h = op.hasher.clone();
+                if let Some(d) = data {
+                    h.update(d);
+                }
+                Ok((Output::Data(Zeroizing::new(h.finalize())), true))
+            })
+        })
+    }
+
+    pub fn digest_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
+        self.with_session(h, |s| {
+            run_op(&mut s.digest, |op| {
+                op.hasher.update(data);
+                op.stage = Operation::MultiPart;
+                Ok(((), false))
+            })
+        })
+    }
+
+    /// `C_DigestKey`: adds a secret key's value to the running digest.
+    pub fn digest_key(&self, h: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) -> Result<()> {
+        self.with_session(h, |s| {
+            let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            run_op(&mut s.digest, |op| {
+                if obj.attrs.class() != Some(CKO_SECRET_KEY) {
+                    return fail(CKR_KEY_INDIGESTIBLE);
+                }
+                op.hasher.update(obj.attrs.get(CKA_VALUE).unwrap_or(&[]));
+                op.stage = Operation::MultiPart;
+                Ok(((), false))
+            })
+        })
+    }
+
+    pub fn wrap_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: Mechanism,
+        wrapping: CK_OBJECT_HANDLE,
+        key: CK_OBJECT_HANDLE,
+        capacity: Option<usize>,
+    ) -> Result<Output> {
+        self.with_session(h, |s| {
+            let wrapper = s.token.object(wrapping).map_err(|_| Error(CKR_WRAPPING_KEY_HANDLE_INVALID))?;
+            let target = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            if target.attrs.class() != Some(CKO_SECRET_KEY) {
+                return fail_because(CKR_KEY_NOT_WRAPPABLE, "only secret keys can be wrapped");
+            }
+            if !target.attrs.bool_or(CKA_EXTRACTABLE, false) {
+                return fail(CKR_KEY_UNEXTRACTABLE);
+            }
+            if target.attrs.bool_or(CKA_WRAP_WITH_TRUSTED, false) && !wrapper.attrs.bool_or(CKA_TRUSTED, false) {
+                return fail(CKR_KEY_NOT_WRAPPABLE);
+            }
+            let value = target.attrs.get(CKA_VALUE).unwrap_or(&[]);
+            let wrapped = match &mech {
+                Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
+                    check_key(&wrapper, &mech, CKO_SECRET_KEY, CKA_WRAP)
+                        .map_err(|e| if e.0 == CKR_KEY_TYPE_INCONSISTENT { Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT) } else { e })?;
+                    let kek = wrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                    let pad = mech == Mechanism::AesKeyWrapPad;
+                    mechanism::aes::wrap(kek, value, pad).ok_or(Error(CKR_KEY_SIZE_RANGE))?
+                }
+                Mechanism::RsaOaep(_) => {
+                    check_key(&wrapper, &mech, CKO_PUBLIC_KEY, CKA_WRAP)
+                        .map_err(|e| if e.0 == CKR_KEY_TYPE_INCONSISTENT { Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT) } else { e })?;
+                    rsa::encrypt(&mech, &*wrapper.public_key()?, value)
+                        .map_err(|e| if e.0 == CKR_DATA_LEN_RANGE { Error(CKR_KEY_SIZE_RANGE) } else { e })?
+                }
+                _ => return fail(CKR_MECHANISM_INVALID),
+            };
+            if capacity.is_none_or(|c| c < wrapped.len()) {
+                return Ok(Output::Length(wrapped.len()));
+            }
+            Ok(Output::Data(Zeroizing::new(wrapped)))
+        })
+    }
+
+    pub fn unwrap_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: Mechanism,
+        unwrapping: CK_OBJECT_HANDLE,
+        wrapped: &[u8],
+        template: Attributes,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        self.with_session(h, |s| {
+            let unwrapper = s.token.object(unwrapping).map_err(|_| Error(CKR_UNWRAPPING_KEY_HANDLE_INVALID))?;
+            let inconsistent = |e: Error| if e.0 == CKR_KEY_TYPE_INCONSISTENT { Error(CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT) } else { e };
+            let value = match &mech {
+                Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
+                    check_key(&unwrapper, &mech, CKO_SECRET_KEY, CKA_UNWRAP).map_err(inconsistent)?;
+                    let kek = unwrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                    let pad = mech == Mechanism::AesKeyWrapPad;
+                    Zeroizing::new(mechanism::aes::unwrap(kek, wrapped, pad).ok_or(Error(CKR_WRAPPED_KEY_INVALID))?)
+                }
+                Mechanism::RsaOaep(_) => {
+                    check_key(&unwrapper, &mech, CKO_PRIVATE_KEY, CKA_UNWRAP).map_err(inconsistent)?;
+                    let key = unwrapper.prepared_key()?;
+                    if wrapped.len() != key.modulus_len() {
+                        return fail(CKR_WRAPPED_KEY_LEN_RANGE);
+                    }
+                    rsa::decrypt(&mech, &key, wrapped).map_err(|_| Error(CKR_WRAPPED_KEY_INVALID))?
+                }
+                _ => return fail(CKR_MECHANISM_INVALID),
+            };
+            self.add_unwrapped(s, template, value.to_vec())
+        })
+    }
+}

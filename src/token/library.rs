@@ -1,0 +1,316 @@
+//! The library's state between `C_Initialize` and `C_Finalize`: the store, the tokens of
+//! every slot, and the open sessions. Slots, tokens, sessions and login live here; object and
+//! crypto functions are in `objects.rs` and `crypto.rs`.
+
+use super::session::{Session, SessionRef};
+use super::token::{LoginState, Token};
+use crate::error::{fail, fail_because, Error, Result};
+use crate::store::{PinOwner, Store, TokenRecord, MAX_OBJECT_ID, MAX_PIN_LEN, MIN_PIN_LEN};
+use cryptoki_sys::*;
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub struct Library {
+    store: Arc<dyn Store>,
+    tokens: RwLock<BTreeMap<CK_SLOT_ID, Arc<Token>>>,
+    pub(super) sessions: DashMap<CK_SESSION_HANDLE, SessionRef>,
+    next_session: AtomicU64,
+    next_object: AtomicU64,
+}
+
+/// Result of a call that follows the two-call length convention.
+pub enum Output {
+    /// Only the length is known or the caller's buffer is too small: report it.
+    Length(usize),
+    Data(zeroize::Zeroizing<Vec<u8>>),
+}
+
+/// Answer of `C_GetTokenInfo` in Rust form.
+pub struct TokenInfo {
+    pub record: Option<TokenRecord>,
+    pub login: LoginState,
+    pub sessions: usize,
+    pub rw_sessions: usize,
+}
+
+impl Library {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Library {
+            store,
+            tokens: RwLock::new(BTreeMap::new()),
+            sessions: DashMap::new(),
+            next_session: AtomicU64::new(1),
+            next_object: AtomicU64::new(MAX_OBJECT_ID),
+        }
+    }
+
+    pub(super) fn new_session_object_handle(&self) -> CK_OBJECT_HANDLE {
+        self.next_object.fetch_add(1, Ordering::Relaxed) as CK_OBJECT_HANDLE
+    }
+
+    /// Every slot: one per initialised token in the store, plus the free slot. Reading the
+    /// store each time makes tokens made by other processes appear without a restart.
+    pub fn slot_list(&self, token_present: bool) -> Result<Vec<CK_SLOT_ID>> {
+        let _ = token_present; // every slot holds a token, initialised or not
+        let records = self.store.tokens()?;
+        let free = self.store.free_slot_id()?;
+        let mut tokens = self.tokens.write();
+        let mut ids = Vec::with_capacity(records.len() + 1);
+        for r in records {
+            ids.push(r.slot_id);
+            match tokens.get(&r.slot_id) {
+                Some(t) => {
+                    if !t.is_initialized() {
+                        t.set_record(Some(r));
+                    }
+                }
+                None => {
+                    tokens.insert(r.slot_id, Arc::new(Token::new(r.slot_id, self.store.clone(), Some(r))));
+                }
+            }
+        }
+        tokens
+            .entry(free)
+            .or_insert_with(|| Arc::new(Token::new(free, self.store.clone(), None)));
+        ids.push(free);
+        Ok(ids)
+    }
+
+    pub fn token(&self, slot_id: CK_SLOT_ID) -> Result<Arc<Token>> {
+        if let Some(t) = self.tokens.read().get(&slot_id) {
+            return Ok(t.clone());
+        }
+        if self.slot_list(true)?.contains(&slot_id) {
+            if let Some(t) = self.tokens.read().get(&slot_id) {
+                return Ok(t.clone());
+            }
+        }
+        fail(CKR_SLOT_ID_INVALID)
+    }
+
+    pub fn token_info(&self, slot_id: CK_SLOT_ID) -> Result<TokenInfo> {
+        let token = self.token(slot_id)?;
+        let record = if token.is_initialized() {
+            token.refresh_record()
+        } else {
+            None
+        };
+        let (mut sessions, mut rw_sessions) = (0, 0);
+        for s in self.sessions.iter() {
+            let s = s.lock();
+            if s.token.slot_id == slot_id {
+                sessions += 1;
+                rw_sessions += s.rw as usize;
+            }
+        }
+        Ok(TokenInfo {
+            record,
+            login: token.login_state(),
+            sessions,
+            rw_sessions,
+        })
+    }
+
+    fn sessions_of(&self, slot_id: CK_SLOT_ID) -> Vec<SessionRef> {
+        self.sessions
+            .iter()
+            .filter(|s| s.lock().token.slot_id == slot_id)
+            .map(|s| s.clone())
+            .collect()
+    }
+
+    pub fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<()> {
+        let token = self.token(slot_id)?;
+        if !self.sessions_of(slot_id).is_empty() {
+            return fail_because(CKR_SESSION_EXISTS, "close every session before C_InitToken");
+        }
+        check_pin_len(so_pin)?;
+        let record = self.store.init_token(slot_id, so_pin, label)?;
+        token.clear_cache();
+        token.session_objects.clear();
+        token.set_login_state(LoginState::Public);
+        token.set_record(Some(record));
+        // A new free slot appears after the free one was initialised.
+        self.slot_list(true)?;
+        log::info!("token in slot {slot_id} initialised");
+        Ok(())
+    }
+
+    pub fn open_session(&self, slot_id: CK_SLOT_ID, flags: CK_FLAGS) -> Result<CK_SESSION_HANDLE> {
+        if flags & CKF_SERIAL_SESSION == 0 {
+            return fail(CKR_SESSION_PARALLEL_NOT_SUPPORTED);
+        }
+        let token = self.token(slot_id)?;
+        if !token.is_initialized() {
+            return fail_because(
+                CKR_TOKEN_NOT_RECOGNIZED,
+                format!("slot {slot_id} holds an uninitialised token; run C_InitToken first"),
+            );
+        }
+        let rw = flags & CKF_RW_SESSION != 0;
+        if !rw && token.login_state() == LoginState::So {
+            return fail(CKR_SESSION_READ_WRITE_SO_EXISTS);
+        }
+        let handle = self.next_session.fetch_add(1, Ordering::Relaxed) as CK_SESSION_HANDLE;
+        self.sessions
+            .insert(handle, Arc::new(Mutex::new(Session::new(handle, rw, token))));
+        Ok(handle)
+    }
+
+    pub fn session(&self, handle: CK_SESSION_HANDLE) -> Result<SessionRef> {
+        self.sessions
+            .get(&handle)
+            .map(|s| s.clone())
+            .ok_or(Error(CKR_SESSION_HANDLE_INVALID))
+    }
+
+    pub fn close_session(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
+        let (_, s) = self
+            .sessions
+            .remove(&handle)
+            .ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
+        let token = s.lock().token.clone();
+        token.drop_session_objects(handle);
+        if self.sessions_of(token.slot_id).is_empty() && token.login_state() != LoginState::Public {
+            token.set_login_state(LoginState::Public);
+            self.store.logout(token.slot_id);
+        }
+        Ok(())
+    }
+
+    pub fn close_all_sessions(&self, slot_id: CK_SLOT_ID) -> Result<()> {
+        self.token(slot_id)?;
+        for s in self.sessions_of(slot_id) {
+            let h = s.lock().handle;
+            let _ = self.close_session(h);
+        }
+        Ok(())
+    }
+
+    pub fn login(&self, handle: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: &[u8]) -> Result<()> {
+        let session = self.session(handle)?;
+        let token = session.lock().token.clone();
+        let current = token.login_state();
+        match user {
+            CKU_CONTEXT_SPECIFIC => {
+                if current != LoginState::User {
+                    return fail(CKR_USER_NOT_LOGGED_IN);
+                }
+                let mut s = session.lock();
+                let has_op = s.sign.as_ref().is_some_and(|o| o.needs_auth)
+                    || s.decrypt.as_ref().is_some_and(|o| o.needs_auth);
+                if !has_op {
+                    return fail_because(
+                        CKR_OPERATION_NOT_INITIALIZED,
+                        "CKU_CONTEXT_SPECIFIC login needs an active operation on a CKA_ALWAYS_AUTHENTICATE key",
+                    );
+                }
+                match self.store.login(token.slot_id, PinOwner::User, pin) {
+                    Ok(()) => {
+                        if let Some(o) = s.sign.as_mut() {
+                            o.needs_auth = false;
+                        }
+                        if let Some(o) = s.decrypt.as_mut() {
+                            o.needs_auth = false;
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            CKU_SO | CKU_USER => {
+                let (owner, state) = if user == CKU_SO {
+                    (PinOwner::So, LoginState::So)
+                } else {
+                    (PinOwner::User, LoginState::User)
+                };
+                if current == state {
+                    return fail(CKR_USER_ALREADY_LOGGED_IN);
+                }
+                if current != LoginState::Public {
+                    return fail(CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
+                }
+                if user == CKU_SO && self.sessions_of(token.slot_id).iter().any(|s| !s.lock().rw) {
+                    return fail(CKR_SESSION_READ_ONLY_EXISTS);
+                }
+                if user == CKU_USER && !token.refresh_record().is_some_and(|r| r.user_pin_initialized) {
+                    return fail(CKR_USER_PIN_NOT_INITIALIZED);
+                }
+                self.store.login(token.slot_id, owner, pin).inspect_err(|e| {
+                    log::warn!("login to slot {} as {:?} refused: {e}", token.slot_id, owner);
+                })?;
+                token.set_login_state(state);
+                Ok(())
+            }
+            _ => fail(CKR_USER_TYPE_INVALID),
+        }
+    }
+
+    pub fn logout(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
+        let session = self.session(handle)?;
+        let token = session.lock().token.clone();
+        if token.login_state() == LoginState::Public {
+            return fail(CKR_USER_NOT_LOGGED_IN);
+        }
+        token.set_login_state(LoginState::Public);
+        self.store.logout(token.slot_id);
+        // Operations on private keys cannot go on without a login.
+        for s in self.sessions_of(token.slot_id) {
+            let mut s = s.lock();
+            s.sign = None;
+            s.decrypt = None;
+            s.find = None;
+        }
+        Ok(())
+    }
+
+    pub fn init_pin(&self, handle: CK_SESSION_HANDLE, pin: &[u8]) -> Result<()> {
+        let session = self.session(handle)?;
+        let s = session.lock();
+        if s.token.login_state() != LoginState::So {
+            return fail(CKR_USER_NOT_LOGGED_IN);
+        }
+        if !s.rw {
+            return fail(CKR_SESSION_READ_ONLY);
+        }
+        check_pin_len(pin)?;
+        self.store.init_pin(s.token.slot_id, pin)?;
+        s.token.refresh_record();
+        Ok(())
+    }
+
+    pub fn set_pin(&self, handle: CK_SESSION_HANDLE, old: &[u8], new: &[u8]) -> Result<()> {
+        let session = self.session(handle)?;
+        let s = session.lock();
+        if !s.rw {
+            return fail(CKR_SESSION_READ_ONLY);
+        }
+        check_pin_len(new)?;
+        let owner = if s.token.login_state() == LoginState::So {
+            PinOwner::So
+        } else {
+            PinOwner::User
+        };
+        self.store.set_pin(s.token.slot_id, owner, old, new)?;
+        s.token.refresh_record();
+        Ok(())
+    }
+
+    pub fn cancel(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
+        self.session(handle)?.lock().cancel_all();
+        Ok(())
+    }
+}
+
+fn check_pin_len(pin: &[u8]) -> Result<()> {
+    if pin.len() < MIN_PIN_LEN || pin.len() > MAX_PIN_LEN {
+        return fail_because(
+            CKR_PIN_LEN_RANGE,
+            format!("a PIN has {MIN_PIN_LEN} to {MAX_PIN_LEN} characters, not {}", pin.len()),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,24 @@
+//! PKCS#11 semantics without C pointers: slots and tokens, sessions and login state, the
+//! object model and its attribute policy, and the operations sessions run.
+
+pub mod attributes;
+mod crypto;
+mod library;
+pub mod objects;
+pub mod object;
+mod operation;
+pub mod policy;
+mod session;
+mod token;
+
+pub use library::{Library, Output, TokenInfo};
+pub use operation::Operation;
+pub use session::{Session, SessionRef};
+pub use token::{LoginState, Token};
+
+/// Identity the token reports in `C_GetInfo` and `C_GetTokenInfo`.
+pub const MANUFACTURER: &str = "ferrohsm project";
+pub const MODEL: &str = "ferrohsm";
+pub const LIBRARY_DESCRIPTION: &str = "ferrohsm PKCS#11 software token";
+pub const VERSION_MAJOR: u8 = 1;
+pub const VERSION_MINOR: u8 = 0;

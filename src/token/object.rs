@@ -1,0 +1,165 @@
+//! An object as sessions see it: its handle, attributes, and the engine forms of its key
+//! material, made on first use and dropped with the object.
+
+use super::attributes::Attributes;
+use crate::engine::{self, KeyComponents, PreparedKey, PublicKey};
+use crate::error::{fail_because, Error, Result};
+use cryptoki_sys::*;
+use once_cell::sync::OnceCell;
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+pub struct Object {
+    pub handle: CK_OBJECT_HANDLE,
+    pub attrs: Attributes,
+    /// The session that owns a session object; `None` for token objects.
+    pub owner: Option<CK_SESSION_HANDLE>,
+    prepared: OnceCell<Arc<PreparedKey>>,
+    public: OnceCell<Arc<PublicKey>>,
+}
+
+impl Object {
+    pub fn new(handle: CK_OBJECT_HANDLE, attrs: Attributes, owner: Option<CK_SESSION_HANDLE>) -> Self {
+        Object {
+            handle,
+            attrs,
+            owner,
+            prepared: OnceCell::new(),
+            public: OnceCell::new(),
+        }
+    }
+
+    pub fn is_rsa(&self, class: CK_OBJECT_CLASS) -> bool {
+        self.attrs.class() == Some(class) && self.attrs.key_type() == Some(CKK_RSA)
+    }
+
+    /// The private key in engine form, prepared once per object.
+    pub fn prepared_key(&self) -> Result<Arc<PreparedKey>> {
+        self.prepared
+            .get_or_try_init(|| {
+                let c = rsa_components(&self.attrs);
+                PreparedKey::new(&c).map(Arc::new).map_err(|e| {
+                    log::error!("object {}: RSA private key unusable: {e}", self.handle);
+                    Error(CKR_KEY_HANDLE_INVALID)
+                })
+            })
+            .cloned()
+    }
+
+    /// The public half in engine form (from a public or a private key object).
+    pub fn public_key(&self) -> Result<Arc<PublicKey>> {
+        self.public
+            .get_or_try_init(|| {
+                let n = self.attrs.get(CKA_MODULUS).unwrap_or(&[]);
+                let e = self.attrs.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]);
+                PublicKey::new(n, e).map(Arc::new).map_err(|err| {
+                    log::error!("object {}: RSA public key unusable: {err}", self.handle);
+                    Error(CKR_KEY_HANDLE_INVALID)
+                })
+            })
+            .cloned()
+    }
+
+    pub fn modulus_len(&self) -> Option<usize> {
+        let n = engine::strip_zeros(self.attrs.get(CKA_MODULUS)?);
+        let bits = n.len() * 8 - n.first()?.leading_zeros() as usize;
+        Some(bits.div_ceil(8))
+    }
+
+    /// Whether `mechanism` is allowed by `CKA_ALLOWED_MECHANISMS` (empty means all).
+    pub fn allows(&self, mechanism: CK_MECHANISM_TYPE) -> bool {
+        match self.attrs.get(CKA_ALLOWED_MECHANISMS) {
+            None | Some([]) => true,
+            Some(list) => list
+                .chunks_exact(std::mem::size_of::<CK_ULONG>())
+                .any(|c| CK_ULONG::from_ne_bytes(c.try_into().unwrap()) == mechanism),
+        }
+    }
+}
+
+pub fn rsa_components(a: &Attributes) -> KeyComponents {
+    let secret = |t| Zeroizing::new(a.get(t).unwrap_or(&[]).to_vec());
+    KeyComponents {
+        modulus: a.get(CKA_MODULUS).unwrap_or(&[]).to_vec(),
+        public_exponent: a.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]).to_vec(),
+        private_exponent: secret(CKA_PRIVATE_EXPONENT),
+        prime_1: secret(CKA_PRIME_1),
+        prime_2: secret(CKA_PRIME_2),
+        exponent_1: secret(CKA_EXPONENT_1),
+        exponent_2: secret(CKA_EXPONENT_2),
+        coefficient: secret(CKA_COEFFICIENT),
+    }
+}
+
+/// Checks the key material of a new object and fills what the token derives from it
+/// (`CKA_MODULUS_BITS`, `CKA_PUBLIC_KEY_INFO`, `CKA_VALUE_LEN`, `CKA_CHECK_VALUE`).
+pub fn derive_key_attributes(a: &mut Attributes) -> Result<()> {
+    match (a.class(), a.key_type()) {
+        (Some(class @ (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY)), Some(CKK_RSA)) => {
+            let n = a.get(CKA_MODULUS).unwrap_or(&[]).to_vec();
+            let e = a.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]).to_vec();
+            let public = PublicKey::new(&n, &e).map_err(|err| {
+                log::info!("RSA key rejected: {err}");
+                Error(CKR_ATTRIBUTE_VALUE_INVALID)
+            })?;
+            if class == CKO_PRIVATE_KEY {
+                let c = rsa_components(a);
+                let full = !c.prime_1.is_empty() && !c.prime_2.is_empty();
+                if !full {
+                    return fail_because(
+                        CKR_TEMPLATE_INCOMPLETE,
+                        "RSA private keys need CKA_PRIME_1 and CKA_PRIME_2",
+                    );
+                }
+                // n = p·q, d·e ≡ 1 and the CRT parts are all checked here, once.
+                let key = PreparedKey::new(&c).map_err(|err| {
+                    log::info!("RSA private key rejected: {err}");
+                    Error(CKR_TEMPLATE_INCONSISTENT)
+                })?;
+                let full = engine::full_components(&key);
+                a.set(CKA_EXPONENT_1, full.exponent_1.to_vec());
+                a.set(CKA_EXPONENT_2, full.exponent_2.to_vec());
+                a.set(CKA_COEFFICIENT, full.coefficient.to_vec());
+            } else {
+                let bits = public.modulus_bits() as CK_ULONG;
+                if a.ulong(CKA_MODULUS_BITS).is_some_and(|b| b != bits) {
+                    return fail_because(
+                        CKR_TEMPLATE_INCONSISTENT,
+                        "CKA_MODULUS_BITS does not match CKA_MODULUS",
+                    );
+                }
+                a.set_ulong(CKA_MODULUS_BITS, bits);
+            }
+            if let Some(spki) = engine::public_key_info(&n, &e) {
+                a.set(CKA_PUBLIC_KEY_INFO, spki);
+            }
+        }
+        (Some(CKO_SECRET_KEY), Some(kt)) => {
+            let len = a.get(CKA_VALUE).map_or(0, |v| v.len());
+            if kt == CKK_AES && ![16, 24, 32].contains(&len) {
+                return fail_because(
+                    CKR_ATTRIBUTE_VALUE_INVALID,
+                    format!("an AES key is 16, 24 or 32 bytes, not {len}"),
+                );
+            }
+            if len == 0 {
+                return fail_because(CKR_ATTRIBUTE_VALUE_INVALID, "a secret key cannot be empty");
+            }
+            if a.ulong(CKA_VALUE_LEN).is_some_and(|l| l as usize != len) {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    "CKA_VALUE_LEN does not match CKA_VALUE",
+                );
+            }
+            a.set_ulong(CKA_VALUE_LEN, len as CK_ULONG);
+            if kt == CKK_AES {
+                let value = a.get(CKA_VALUE).unwrap_or(&[]).to_vec();
+                a.set(CKA_CHECK_VALUE, crate::mechanism::aes::check_value(&value));
+            } else {
+                a.set(CKA_CHECK_VALUE, vec![]);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}

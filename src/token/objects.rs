@@ -1,0 +1,313 @@
+//! Object functions of the library: create, copy, destroy, read and change attributes, search,
+//! and key generation. Enforces who may see and change what.
+
+use super::attributes::Attributes;
+use super::library::Library;
+use super::object::{derive_key_attributes, Object};
+use super::operation::FindOp;
+use super::policy::{self, Origin};
+use super::session::Session;
+use super::token::LoginState;
+use crate::engine;
+use crate::error::{fail, fail_because, Error, Result};
+use crate::mechanism::Mechanism;
+use cryptoki_sys::*;
+use std::sync::Arc;
+
+/// One attribute's answer in `C_GetAttributeValue`.
+pub enum AttributeValue<'a> {
+    Value(&'a [u8]),
+    Sensitive,
+    Invalid,
+}
+
+impl Library {
+    /// Checks that `session` may create or change an object with these attributes.
+    fn check_write(session: &Session, attrs: &Attributes) -> Result<()> {
+        if attrs.is_token() && !session.rw {
+            return fail(CKR_SESSION_READ_ONLY);
+        }
+        if attrs.is_private() && session.token.login_state() != LoginState::User {
+            return fail_because(
+                CKR_USER_NOT_LOGGED_IN,
+                "private objects need a user login",
+            );
+        }
+        Ok(())
+    }
+
+    /// Stores a completed new object and returns its handle.
+    fn add_object(&self, session: &Session, mut attrs: Attributes) -> Result<CK_OBJECT_HANDLE> {
+        Self::check_write(session, &attrs)?;
+        let mut uid = [0u8; 16];
+        getrandom::fill(&mut uid).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        attrs.set(
+            CKA_UNIQUE_ID,
+            uid.iter().map(|b| format!("{b:02x}")).collect::<String>().into_bytes(),
+        );
+        if attrs.is_token() {
+            session.token.store_object(&attrs)
+        } else {
+            let handle = self.new_session_object_handle();
+            session
+                .token
+                .session_objects
+                .insert(handle, Arc::new(Object::new(handle, attrs, Some(session.handle))));
+            Ok(handle)
+        }
+    }
+
+    fn new_object(&self, session: &Session, template: Attributes, origin: Origin) -> Result<CK_OBJECT_HANDLE> {
+        let mut attrs = policy::complete_new(template, origin)?;
+        derive_key_attributes(&mut attrs)?;
+        self.add_object(session, attrs)
+    }
+
+    pub fn create_object(&self, h: CK_SESSION_HANDLE, template: Attributes) -> Result<CK_OBJECT_HANDLE> {
+        let session = self.session(h)?;
+        let s = session.lock();
+        self.new_object(&s, template, Origin::Created)
+    }
+
+    pub fn copy_object(
+        &self,
+        h: CK_SESSION_HANDLE,
+        handle: CK_OBJECT_HANDLE,
+        template: Attributes,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let session = self.session(h)?;
+        let s = session.lock();
+        let obj = s.token.object(handle)?;
+        if !obj.attrs.bool_or(CKA_COPYABLE, true) {
+            return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_COPYABLE false");
+        }
+        policy::check_shapes(&template)?;
+        let so = s.token.login_state() == LoginState::So;
+        let mut attrs = obj.attrs.clone();
+        for (t, v) in template.iter() {
+            policy::check_change(&obj.attrs, t, v, true, so)?;
+            attrs.set(t, v.to_vec());
+        }
+        self.add_object(&s, attrs)
+    }
+
+    pub fn destroy_object(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE) -> Result<()> {
+        let session = self.session(h)?;
+        let s = session.lock();
+        let obj = s.token.object(handle)?;
+        if obj.attrs.is_token() && !s.rw {
+            return fail(CKR_SESSION_READ_ONLY);
+        }
+        if !obj.attrs.bool_or(CKA_DESTROYABLE, true) {
+            return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_DESTROYABLE false");
+        }
+        s.token.destroy_object(&obj)
+    }
+
+    pub fn object(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE) -> Result<Arc<Object>> {
+        let session = self.session(h)?;
+        let token = session.lock().token.clone();
+        token.object(handle)
+    }
+
+    pub fn object_size(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE) -> Result<usize> {
+        Ok(self.object(h, handle)?.attrs.size())
+    }
+
+    pub fn set_attributes(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE, template: Attributes) -> Result<()> {
+        let session = self.session(h)?;
+        let s = session.lock();
+        let obj = s.token.object(handle)?;
+        if obj.attrs.is_token() && !s.rw {
+            return fail(CKR_SESSION_READ_ONLY);
+        }
+        if !obj.attrs.bool_or(CKA_MODIFIABLE, true) {
+            return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_MODIFIABLE false");
+        }
+        policy::check_shapes(&template)?;
+        let so = s.token.login_state() == LoginState::So;
+        let mut attrs = obj.attrs.clone();
+        for (t, v) in template.iter() {
+            policy::check_change(&obj.attrs, t, v, false, so)?;
+            attrs.set(t, v.to_vec());
+        }
+        s.token.update_object(&obj, attrs)
+    }
+
+    pub fn find_init(&self, h: CK_SESSION_HANDLE, template: Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>) -> Result<()> {
+        let session = self.session(h)?;
+        let mut s = session.lock();
+        if s.find.is_some() {
+            return fail(CKR_OPERATION_ACTIVE);
+        }
+        let results = s.token.find(&template)?;
+        s.find = Some(FindOp { results, pos: 0 });
+        Ok(())
+    }
+
+    pub fn find_next(&self, h: CK_SESSION_HANDLE, max: usize) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        let session = self.session(h)?;
+        let mut s = session.lock();
+        let token = s.token.clone();
+        let op = s.find.as_mut().ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))?;
+        let mut out = Vec::new();
+        while out.len() < max && op.pos < op.results.len() {
+            let handle = op.results[op.pos];
+            op.pos += 1;
+            // Objects destroyed since the search began are skipped, not returned stale.
+            if token.object(handle).is_ok() {
+                out.push(handle);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn find_final(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        let session = self.session(h)?;
+        let mut s = session.lock();
+        s.find.take().map(|_| ()).ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))
+    }
+
+    pub fn generate_key_pair(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: &Mechanism,
+        public: Attributes,
+        private: Attributes,
+    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
+        if *mech != Mechanism::RsaPkcsKeyPairGen {
+            return fail(CKR_MECHANISM_INVALID);
+        }
+        let session = self.session(h)?;
+        let s = session.lock();
+        let mut public = with_class(public, CKO_PUBLIC_KEY, CKK_RSA)?;
+        let mut private = with_class(private, CKO_PRIVATE_KEY, CKK_RSA)?;
+        let bits = match public.ulong(CKA_MODULUS_BITS) {
+            Some(b) => b as usize,
+            None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_MODULUS_BITS is required"),
+        };
+        let (min, max) = engine::keygen_limits();
+        if bits < min || bits > max || bits % 8 != 0 {
+            return fail_because(
+                CKR_KEY_SIZE_RANGE,
+                format!("RSA keys are {min} to {max} bits in steps of 8, not {bits}"),
+            );
+        }
+        let e = public.get(CKA_PUBLIC_EXPONENT).map(|e| e.to_vec()).unwrap_or(vec![1, 0, 1]);
+        for t in [CKA_MODULUS, CKA_PRIVATE_EXPONENT, CKA_PRIME_1] {
+            if public.contains(t) || private.contains(t) {
+                return fail_because(CKR_TEMPLATE_INCONSISTENT, "key material cannot be given to C_GenerateKeyPair");
+            }
+        }
+        // Check both templates before spending seconds on the key.
+        let origin = Origin::Generated(CKM_RSA_PKCS_KEY_PAIR_GEN);
+        for t in [&public, &private] {
+            policy::check_shapes(t)?;
+            Self::check_write(&s, t)?;
+        }
+        let c = engine::generate(bits, &e).map_err(|err| {
+            log::info!("RSA key generation refused: {err}");
+            Error(CKR_TEMPLATE_INCONSISTENT)
+        })?;
+        public.set(CKA_MODULUS, c.modulus.clone());
+        public.set(CKA_PUBLIC_EXPONENT, c.public_exponent.clone());
+        public.set_ulong(CKA_MODULUS_BITS, bits as CK_ULONG);
+        private.set(CKA_MODULUS, c.modulus.clone());
+        private.set(CKA_PUBLIC_EXPONENT, c.public_exponent.clone());
+        private.set(CKA_PRIVATE_EXPONENT, c.private_exponent.to_vec());
+        private.set(CKA_PRIME_1, c.prime_1.to_vec());
+        private.set(CKA_PRIME_2, c.prime_2.to_vec());
+        private.set(CKA_EXPONENT_1, c.exponent_1.to_vec());
+        private.set(CKA_EXPONENT_2, c.exponent_2.to_vec());
+        private.set(CKA_COEFFICIENT, c.coefficient.to_vec());
+        let mut public = policy::complete_new(public, origin)?;
+        let mut private = policy::complete_new(private, origin)?;
+        derive_key_attributes(&mut public)?;
+        derive_key_attributes(&mut private)?;
+        let pub_handle = self.add_object(&s, public)?;
+        match self.add_object(&s, private) {
+            Ok(priv_handle) => Ok((pub_handle, priv_handle)),
+            Err(e) => {
+                if let Ok(o) = s.token.object(pub_handle) {
+                    let _ = s.token.destroy_object(&o);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub fn generate_key(&self, h: CK_SESSION_HANDLE, mech: &Mechanism, template: Attributes) -> Result<CK_OBJECT_HANDLE> {
+        let (key_type, default_len) = match mech {
+            Mechanism::AesKeyGen => (CKK_AES, None),
+            Mechanism::GenericSecretKeyGen => (CKK_GENERIC_SECRET, None),
+            _ => return fail(CKR_MECHANISM_INVALID),
+        };
+        let _: Option<usize> = default_len;
+        let session = self.session(h)?;
+        let s = session.lock();
+        let mut t = with_class(template, CKO_SECRET_KEY, key_type)?;
+        let len = match t.remove(CKA_VALUE_LEN) {
+            Some(v) if v.len() == std::mem::size_of::<CK_ULONG>() => {
+                CK_ULONG::from_ne_bytes(v.as_slice().try_into().unwrap()) as usize
+            }
+            Some(_) => return fail(CKR_ATTRIBUTE_VALUE_INVALID),
+            None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_VALUE_LEN is required"),
+        };
+        let ok = match key_type {
+            CKK_AES => [16, 24, 32].contains(&len),
+            _ => (1..=512).contains(&len),
+        };
+        if !ok {
+            return fail_because(CKR_KEY_SIZE_RANGE, format!("a key of {len} bytes is not supported"));
+        }
+        if t.contains(CKA_VALUE) {
+            return fail(CKR_TEMPLATE_INCONSISTENT);
+        }
+        let mut value = zeroize::Zeroizing::new(vec![0u8; len]);
+        getrandom::fill(&mut value).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        t.set(CKA_VALUE, value.to_vec());
+        let origin = Origin::Generated(mech.mechanism_type());
+        self.new_object(&s, t, origin)
+    }
+
+    /// Stores an unwrapped key: `template` plus its value, with `CKA_LOCAL` false.
+    pub(super) fn add_unwrapped(&self, s: &Session, template: Attributes, value: Vec<u8>) -> Result<CK_OBJECT_HANDLE> {
+        let class = template.class().unwrap_or(CKO_SECRET_KEY);
+        if class != CKO_SECRET_KEY {
+            return fail_because(CKR_TEMPLATE_INCONSISTENT, "only secret keys can be unwrapped");
+        }
+        let mut t = template;
+        t.set_ulong(CKA_CLASS, CKO_SECRET_KEY);
+        if t.remove(CKA_VALUE_LEN).is_some_and(|v| v.as_slice() != (value.len() as CK_ULONG).to_ne_bytes()) {
+            return fail(CKR_TEMPLATE_INCONSISTENT);
+        }
+        t.set(CKA_VALUE, value);
+        self.new_object(s, t, Origin::Unwrapped)
+    }
+}
+
+/// Adds `CKA_CLASS`/`CKA_KEY_TYPE` when the template leaves them out (Knot does); refuses
+/// a template that names others.
+fn with_class(mut t: Attributes, class: CK_OBJECT_CLASS, key_type: CK_KEY_TYPE) -> Result<Attributes> {
+    policy::check_shapes(&t)?;
+    if t.class().is_some_and(|c| c != class) || t.key_type().is_some_and(|k| k != key_type) {
+        return fail_because(
+            CKR_TEMPLATE_INCONSISTENT,
+            "CKA_CLASS or CKA_KEY_TYPE does not match the mechanism",
+        );
+    }
+    t.set_ulong(CKA_CLASS, class);
+    t.set_ulong(CKA_KEY_TYPE, key_type);
+    Ok(t)
+}
+
+/// What `C_GetAttributeValue` may reveal of `t`.
+pub fn attribute_value(obj: &Object, t: CK_ATTRIBUTE_TYPE) -> AttributeValue<'_> {
+    if policy::is_hidden(&obj.attrs, t) {
+        return AttributeValue::Sensitive;
+    }
+    match obj.attrs.get(t) {
+        Some(v) => AttributeValue::Value(v),
+        None => AttributeValue::Invalid,
+    }
+}

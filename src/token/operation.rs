@@ -1,0 +1,175 @@
+//! State of the operations a session runs: signing and verifying (single and multi-part),
+//! encryption, decryption, digesting, and object searches.
+
+use crate::engine::{PreparedKey, PublicKey};
+use crate::error::{fail, fail_because, Result};
+use crate::mechanism::{self, rsa, Hasher, Mechanism};
+use cryptoki_sys::*;
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+/// What an operation is doing: nothing yet, a multi-part run, or a finished length query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Fresh,
+    MultiPart,
+}
+
+/// The data a sign or verify operation has taken so far.
+pub struct Input {
+    mech: Mechanism,
+    hasher: Option<Hasher>,
+    pub stage: Operation,
+}
+
+impl Input {
+    fn new(mech: Mechanism) -> Self {
+        Input {
+            hasher: rsa::prehash(&mech).map(|h| h.hasher()),
+            mech,
+            stage: Operation::Fresh,
+        }
+    }
+
+    fn update(&mut self, data: &[u8]) -> Result<()> {
+        match &mut self.hasher {
+            Some(h) => {
+                h.update(data);
+                self.stage = Operation::MultiPart;
+                Ok(())
+            }
+            None => fail_because(
+                CKR_FUNCTION_NOT_SUPPORTED,
+                format!(
+                    "mechanism 0x{:x} is single-part only; use C_Sign/C_Verify",
+                    self.mech.mechanism_type()
+                ),
+            ),
+        }
+    }
+
+    /// The value the padding takes: the hash of everything, or the data of a one-shot raw call.
+    fn finish(&self, one_shot: Option<&[u8]>) -> Result<Vec<u8>> {
+        match (one_shot, &self.hasher) {
+            (Some(_), _) if self.stage == Operation::MultiPart => fail_because(
+                CKR_OPERATION_ACTIVE,
+                "a multi-part operation is running; finish it with the Final call",
+            ),
+            (Some(data), Some(h)) => {
+                let mut h = h.clone();
+                h.update(data);
+                Ok(h.finalize())
+            }
+            (Some(data), None) => Ok(data.to_vec()),
+            (None, Some(h)) => Ok(h.clone().finalize()),
+            (None, None) => fail(CKR_OPERATION_NOT_INITIALIZED),
+        }
+    }
+}
+
+pub struct SignOp {
+    pub input: Input,
+    pub key: Arc<PreparedKey>,
+    /// `CKA_ALWAYS_AUTHENTICATE` keys need `C_Login(CKU_CONTEXT_SPECIFIC)` before use.
+    pub needs_auth: bool,
+}
+
+impl SignOp {
+    pub fn new(mech: Mechanism, key: Arc<PreparedKey>, needs_auth: bool) -> Self {
+        SignOp {
+            input: Input::new(mech),
+            key,
+            needs_auth,
+        }
+    }
+
+    pub fn signature_len(&self) -> usize {
+        rsa::output_len(self.key.modulus_len())
+    }
+
+    pub fn update(&mut self, data: &[u8]) -> Result<()> {
+        self.input.update(data)
+    }
+
+    pub fn sign(&self, one_shot: Option<&[u8]>) -> Result<Vec<u8>> {
+        if self.needs_auth {
+            return fail_because(
+                CKR_USER_NOT_LOGGED_IN,
+                "this key has CKA_ALWAYS_AUTHENTICATE: call C_Login with CKU_CONTEXT_SPECIFIC first",
+            );
+        }
+        let value = self.input.finish(one_shot)?;
+        rsa::sign(&self.input.mech, &self.key, &value)
+    }
+}
+
+pub struct VerifyOp {
+    pub input: Input,
+    pub key: Arc<PublicKey>,
+}
+
+impl VerifyOp {
+    pub fn new(mech: Mechanism, key: Arc<PublicKey>) -> Self {
+        VerifyOp {
+            input: Input::new(mech),
+            key,
+        }
+    }
+
+    pub fn update(&mut self, data: &[u8]) -> Result<()> {
+        self.input.update(data)
+    }
+
+    pub fn verify(&self, one_shot: Option<&[u8]>, signature: &[u8]) -> Result<()> {
+        let value = self.input.finish(one_shot)?;
+        rsa::verify(&self.input.mech, &self.key, &value, signature)
+    }
+}
+
+/// The key of an encryption or decryption operation.
+pub enum CryptKey {
+    Public(Arc<PublicKey>),
+    Private(Arc<PreparedKey>),
+}
+
+pub struct CryptOp {
+    pub mech: Mechanism,
+    pub key: CryptKey,
+    pub needs_auth: bool,
+}
+
+impl CryptOp {
+    /// Upper bound of the output length (exact for encryption).
+    pub fn output_len(&self) -> usize {
+        match &self.key {
+            CryptKey::Public(k) => k.modulus_len(),
+            CryptKey::Private(k) => k.modulus_len(),
+        }
+    }
+
+    pub fn run(&self, data: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+        match &self.key {
+            CryptKey::Public(k) => rsa::encrypt(&self.mech, k, data).map(Zeroizing::new),
+            CryptKey::Private(k) => {
+                if self.needs_auth {
+                    return fail_because(
+                        CKR_USER_NOT_LOGGED_IN,
+                        "this key has CKA_ALWAYS_AUTHENTICATE: call C_Login with CKU_CONTEXT_SPECIFIC first",
+                    );
+                }
+                rsa::decrypt(&self.mech, k, data)
+            }
+        }
+    }
+}
+
+pub struct DigestOp {
+    pub hasher: Hasher,
+    pub alg: mechanism::HashAlg,
+    pub stage: Operation,
+}
+
+pub struct FindOp {
+    pub results: Vec<CK_OBJECT_HANDLE>,
+    pub pos: usize,
+}

@@ -1,0 +1,182 @@
+//! One token in one slot: its record in the store, the application's login state, and the
+//! cache of its objects (token objects by store id, session objects of this application).
+
+use super::attributes::Attributes;
+use super::object::Object;
+use crate::error::{fail, Error, Result};
+use crate::store::{Store, TokenRecord};
+use cryptoki_sys::*;
+use dashmap::DashMap;
+use parking_lot::RwLock;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginState {
+    Public,
+    User,
+    So,
+}
+
+pub struct Token {
+    pub slot_id: CK_SLOT_ID,
+    store: Arc<dyn Store>,
+    /// `None` while the slot holds the uninitialised token.
+    record: RwLock<Option<TokenRecord>>,
+    login: RwLock<LoginState>,
+    /// Token objects seen by this process: the object and the store generation it was checked at.
+    cache: DashMap<CK_OBJECT_HANDLE, (Arc<Object>, u64)>,
+    pub session_objects: DashMap<CK_OBJECT_HANDLE, Arc<Object>>,
+}
+
+impl Token {
+    pub fn new(slot_id: CK_SLOT_ID, store: Arc<dyn Store>, record: Option<TokenRecord>) -> Self {
+        Token {
+            slot_id,
+            store,
+            record: RwLock::new(record),
+            login: RwLock::new(LoginState::Public),
+            cache: DashMap::new(),
+            session_objects: DashMap::new(),
+        }
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    pub fn record(&self) -> Option<TokenRecord> {
+        self.record.read().clone()
+    }
+
+    pub fn set_record(&self, r: Option<TokenRecord>) {
+        *self.record.write() = r;
+    }
+
+    /// Re-reads the record (PIN counters change in other processes too).
+    pub fn refresh_record(&self) -> Option<TokenRecord> {
+        if let Ok(tokens) = self.store.tokens() {
+            let r = tokens.into_iter().find(|t| t.slot_id == self.slot_id);
+            if r.is_some() {
+                *self.record.write() = r;
+            }
+        }
+        self.record()
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.record.read().is_some()
+    }
+
+    pub fn login_state(&self) -> LoginState {
+        *self.login.read()
+    }
+
+    pub fn set_login_state(&self, s: LoginState) {
+        *self.login.write() = s;
+    }
+
+    pub fn user_logged_in(&self) -> bool {
+        self.login_state() == LoginState::User
+    }
+
+    /// Drops every cached token object (re-initialisation).
+    pub fn clear_cache(&self) {
+        self.cache.clear();
+    }
+
+    /// The object behind `handle` if it exists and this application may see it.
+    pub fn object(&self, handle: CK_OBJECT_HANDLE) -> Result<Arc<Object>> {
+        let obj = if let Some(o) = self.session_objects.get(&handle) {
+            o.clone()
+        } else {
+            self.token_object(handle)?
+        };
+        if obj.attrs.is_private() && !self.user_logged_in() {
+            return fail(CKR_OBJECT_HANDLE_INVALID);
+        }
+        Ok(obj)
+    }
+
+    fn token_object(&self, handle: CK_OBJECT_HANDLE) -> Result<Arc<Object>> {
+        let generation = self.store.generation(self.slot_id)?;
+        if let Some(entry) = self.cache.get(&handle) {
+            if entry.1 == generation {
+                return Ok(entry.0.clone());
+            }
+        }
+        // Another change happened since: reload, and keep the prepared object when the
+        // attributes are unchanged so a busy signer does not re-prepare its keys.
+        let attrs = match self.store.load(self.slot_id, handle)? {
+            Some(a) => a,
+            None => {
+                self.cache.remove(&handle);
+                return fail(CKR_OBJECT_HANDLE_INVALID);
+            }
+        };
+        let obj = match self.cache.get(&handle) {
+            Some(entry) if entry.0.attrs == attrs => entry.0.clone(),
+            _ => Arc::new(Object::new(handle, attrs, None)),
+        };
+        self.cache.insert(handle, (obj.clone(), generation));
+        Ok(obj)
+    }
+
+    /// Handles of the visible objects matching `template`, token objects first.
+    pub fn find(&self, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        let with_private = self.user_logged_in();
+        let wants = |t: CK_ATTRIBUTE_TYPE| {
+            template
+                .iter()
+                .find(|(x, _)| *x == t)
+                .map(|(_, v)| v.as_slice() == [1])
+        };
+        let mut out = Vec::new();
+        if wants(CKA_TOKEN) != Some(false) && self.is_initialized() {
+            out.extend(self.store.find(self.slot_id, template, with_private)?);
+        }
+        if wants(CKA_TOKEN) != Some(true) {
+            let mut session: Vec<_> = self
+                .session_objects
+                .iter()
+                .filter(|o| (with_private || !o.attrs.is_private()) && o.attrs.matches(template))
+                .map(|o| o.handle)
+                .collect();
+            session.sort_unstable();
+            out.extend(session);
+        }
+        Ok(out)
+    }
+
+    pub fn store_object(&self, attrs: &Attributes) -> Result<CK_OBJECT_HANDLE> {
+        self.store.create(self.slot_id, attrs)
+    }
+
+    pub fn update_object(&self, obj: &Object, attrs: Attributes) -> Result<()> {
+        if obj.owner.is_some() {
+            let new = Arc::new(Object::new(obj.handle, attrs, obj.owner));
+            self.session_objects.insert(obj.handle, new);
+            Ok(())
+        } else {
+            self.store.update(self.slot_id, obj.handle, &attrs)?;
+            self.cache.remove(&obj.handle);
+            Ok(())
+        }
+    }
+
+    pub fn destroy_object(&self, obj: &Object) -> Result<()> {
+        if obj.owner.is_some() {
+            self.session_objects
+                .remove(&obj.handle)
+                .map(|_| ())
+                .ok_or(Error(CKR_OBJECT_HANDLE_INVALID))
+        } else {
+            self.cache.remove(&obj.handle);
+            self.store.destroy(self.slot_id, obj.handle)
+        }
+    }
+
+    /// Destroys the session objects a closing session owned.
+    pub fn drop_session_objects(&self, session: CK_SESSION_HANDLE) {
+        self.session_objects.retain(|_, o| o.owner != Some(session));
+    }
+}

@@ -42,8 +42,16 @@ ck_fn!(fn C_Initialize(init_args: *mut c_void) {
         // threads that do not exist here, so it is abandoned rather than dropped.
         std::mem::forget(old);
     }
-    crate::logging::init();
-    let store = crate::store::open_default()?;
+    let config = crate::config::Config::load().map_err(|e| {
+        crate::logging::init(None);
+        log::error!("C_Initialize: {e}");
+        Error(CKR_GENERAL_ERROR)
+    })?;
+    crate::logging::init(Some(&config.log));
+    let store = crate::store::open(&config).map_err(|e| {
+        log::error!("C_Initialize: {e}");
+        Error(CKR_GENERAL_ERROR)
+    })?;
     STATE.store(Some(Arc::new((Library::new(store), generation))));
     log::debug!("C_Initialize: ready");
     Ok(())

@@ -1,7 +1,9 @@
 //! Durable state of tokens: token records, PINs and their failure counters, and objects.
 //! The token layer talks to a `Store`; backends differ in where bytes live, not in behaviour.
 
+pub mod crypt;
 pub mod memory;
+pub mod sqlite;
 
 use crate::error::Result;
 use crate::token::attributes::Attributes;
@@ -74,7 +76,15 @@ pub const MIN_PIN_LEN: usize = 4;
 pub const MAX_PIN_LEN: usize = 255;
 pub const DEFAULT_MAX_FAILURES: u32 = 10;
 
-/// The store `C_Initialize` opens.
-pub fn open_default() -> Result<std::sync::Arc<dyn Store>> {
-    Ok(std::sync::Arc::new(memory::MemoryStore::new()))
+/// Opens the store the configuration names; the error is worded for the operator.
+pub fn open(config: &crate::config::Config) -> std::result::Result<std::sync::Arc<dyn Store>, String> {
+    if config.store.backend == "memory" {
+        return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
+    }
+    let kdf = crypt::KdfParams {
+        memory_kib: config.pin.kdf_memory_kib,
+        passes: config.pin.kdf_passes,
+    };
+    let store = sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
+    Ok(std::sync::Arc::new(store))
 }

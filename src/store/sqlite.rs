@@ -1,0 +1,587 @@
+//! The durable store: one SQLite database per store directory, shared safely by every process
+//! that opens it. Every change is one transaction; secrets are sealed with the token key.
+
+use super::crypt::{self, KdfParams, Key, Wrap};
+use super::{PinOwner, PinState, Store, TokenRecord, MAX_OBJECT_ID};
+use crate::error::{fail, fail_because, Error, Result};
+use crate::token::attributes::Attributes;
+use crate::token::policy;
+use cryptoki_sys::*;
+use hmac::{KeyInit, Mac};
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE tokens (
+    slot_id INTEGER PRIMARY KEY,
+    label BLOB NOT NULL,
+    serial TEXT NOT NULL,
+    so_wrap BLOB NOT NULL,
+    user_wrap BLOB,
+    so_failures INTEGER NOT NULL DEFAULT 0,
+    so_locked INTEGER NOT NULL DEFAULT 0,
+    user_failures INTEGER NOT NULL DEFAULT 0,
+    user_locked INTEGER NOT NULL DEFAULT 0,
+    max_failures INTEGER NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE objects (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    slot_id INTEGER NOT NULL REFERENCES tokens(slot_id) ON DELETE CASCADE,
+    private INTEGER NOT NULL,
+    class INTEGER,
+    key_id BLOB,
+    label BLOB,
+    clear BLOB NOT NULL,
+    sealed BLOB NOT NULL
+);
+CREATE INDEX objects_by_id ON objects(slot_id, key_id);
+CREATE INDEX objects_by_label ON objects(slot_id, label);
+CREATE INDEX objects_by_class ON objects(slot_id, class);
+";
+
+fn db_err(e: rusqlite::Error) -> Error {
+    log::error!("token store: {e}");
+    Error(CKR_DEVICE_ERROR)
+}
+
+/// A PIN-derived key this process already computed, valid while the wrap keeps its salt.
+struct CachedPinKey {
+    salt: Vec<u8>,
+    pin_mac: Vec<u8>,
+    key: Key,
+}
+
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    kdf: KdfParams,
+    max_failures: u32,
+    /// Token keys of tokens this process is logged in to.
+    keys: Mutex<HashMap<CK_SLOT_ID, Key>>,
+    /// Logins after the first one skip the KDF (GnuTLS logs in once per object it lists).
+    pin_cache: Mutex<HashMap<(CK_SLOT_ID, bool), CachedPinKey>>,
+    process_secret: Key,
+}
+
+fn wrap_aad(slot: CK_SLOT_ID, owner: PinOwner) -> Vec<u8> {
+    let mut a = b"ferrohsm token key".to_vec();
+    a.extend_from_slice(&(slot as u64).to_be_bytes());
+    a.push(matches!(owner, PinOwner::So) as u8);
+    a
+}
+
+fn attr_aad(slot: CK_SLOT_ID, id: u64, t: CK_ATTRIBUTE_TYPE) -> Vec<u8> {
+    let mut a = b"ferrohsm attribute".to_vec();
+    a.extend_from_slice(&(slot as u64).to_be_bytes());
+    a.extend_from_slice(&id.to_be_bytes());
+    a.extend_from_slice(&(t as u64).to_be_bytes());
+    a
+}
+
+/// Attributes stored sealed even on public objects: key material.
+fn is_secret(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
+    let mut probe = attrs.clone();
+    probe.set_bool(CKA_SENSITIVE, true);
+    policy::is_hidden(&probe, t)
+}
+
+impl SqliteStore {
+    pub fn open(dir: &Path, kdf: KdfParams, max_failures: u32) -> std::result::Result<Self, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let path = dir.join("ferrohsm.db");
+        let conn = Connection::open(&path)
+            .map_err(|e| format!("cannot open the token store {}: {e}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        }
+        let setup = || -> rusqlite::Result<()> {
+            conn.busy_timeout(std::time::Duration::from_secs(30))?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            Ok(())
+        };
+        setup().map_err(|e| format!("token store {} is not usable: {e}", path.display()))?;
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+            path,
+            kdf,
+            max_failures,
+            keys: Mutex::new(HashMap::new()),
+            pin_cache: Mutex::new(HashMap::new()),
+            process_secret: crypt::random_key(),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&self) -> std::result::Result<(), String> {
+        let mut conn = self.conn.lock();
+        let bad = |e: rusqlite::Error| format!("token store {} is damaged or not a ferrohsm store: {e}", self.path.display());
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(bad)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(bad)?;
+        if version > SCHEMA_VERSION {
+            return Err(format!(
+                "token store {} has schema version {version}, newer than this ferrohsm ({SCHEMA_VERSION}); upgrade ferrohsm",
+                self.path.display()
+            ));
+        }
+        if version < 1 {
+            tx.execute_batch(SCHEMA_V1).map_err(bad)?;
+        }
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(bad)?;
+        tx.commit().map_err(bad)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn token_key(&self, slot: CK_SLOT_ID) -> Option<Key> {
+        self.keys.lock().get(&slot).cloned()
+    }
+
+    fn pin_mac(&self, pin: &[u8]) -> Vec<u8> {
+        let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.process_secret[..]).expect("key");
+        m.update(pin);
+        m.finalize().into_bytes().to_vec()
+    }
+
+    /// The PIN-derived key for `wrap`, from the cache when this PIN was seen before.
+    fn pin_key(&self, slot: CK_SLOT_ID, owner: PinOwner, wrap: &Wrap, pin: &[u8]) -> Option<Key> {
+        let salt = wrap.salt()?.to_vec();
+        let mac = self.pin_mac(pin);
+        let cache_key = (slot, owner == PinOwner::So);
+        if let Some(c) = self.pin_cache.lock().get(&cache_key) {
+            if c.salt == salt && bool::from(subtle::ConstantTimeEq::ct_eq(&c.pin_mac[..], &mac[..])) {
+                return Some(c.key.clone());
+            }
+        }
+        let key = crypt::derive_pin_key(pin, &salt, wrap.params()?)?;
+        self.pin_cache
+            .lock()
+            .insert(cache_key, CachedPinKey { salt, pin_mac: mac, key: key.clone() });
+        Some(key)
+    }
+
+    fn remember_pin_key(&self, slot: CK_SLOT_ID, owner: PinOwner, wrap: &[u8], pin: &[u8], key: Key) {
+        if let Some(salt) = Wrap(wrap).salt() {
+            let entry = CachedPinKey { salt: salt.to_vec(), pin_mac: self.pin_mac(pin), key };
+            self.pin_cache.lock().insert((slot, owner == PinOwner::So), entry);
+        }
+    }
+
+    fn columns(owner: PinOwner) -> (&'static str, &'static str, &'static str) {
+        match owner {
+            PinOwner::So => ("so_wrap", "so_failures", "so_locked"),
+            PinOwner::User => ("user_wrap", "user_failures", "user_locked"),
+        }
+    }
+
+    /// Checks `pin` against the token's wrap for `owner`, counting failures in the database
+    /// (so a lockout holds across processes); returns the token key.
+    fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<Key> {
+        let (wrap_col, fail_col, lock_col) = Self::columns(owner);
+        let row: Option<(Option<Vec<u8>>, bool)> = self
+            .conn
+            .lock()
+            .query_row(
+                &format!("SELECT {wrap_col}, {lock_col} FROM tokens WHERE slot_id = ?1"),
+                params![slot as i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(db_err)?;
+        let Some((wrap, locked)) = row else {
+            return fail(CKR_TOKEN_NOT_RECOGNIZED);
+        };
+        if locked {
+            return fail(CKR_PIN_LOCKED);
+        }
+        let Some(wrap) = wrap else {
+            return fail(CKR_USER_PIN_NOT_INITIALIZED);
+        };
+        let w = Wrap(&wrap);
+        let opened = self
+            .pin_key(slot, owner, &w, pin)
+            .and_then(|k| w.open(&k, &wrap_aad(slot, owner)));
+        let conn = self.conn.lock();
+        match opened {
+            Some(token_key) => {
+                conn.execute(
+                    &format!("UPDATE tokens SET {fail_col} = 0 WHERE slot_id = ?1 AND {fail_col} != 0"),
+                    params![slot as i64],
+                )
+                .map_err(db_err)?;
+                Ok(token_key)
+            }
+            None => {
+                self.pin_cache.lock().remove(&(slot, owner == PinOwner::So));
+                conn.execute(
+                    &format!(
+                        "UPDATE tokens SET {fail_col} = {fail_col} + 1, \
+                         {lock_col} = ({fail_col} + 1 >= max_failures) WHERE slot_id = ?1"
+                    ),
+                    params![slot as i64],
+                )
+                .map_err(db_err)?;
+                let locked: bool = conn
+                    .query_row(&format!("SELECT {lock_col} FROM tokens WHERE slot_id = ?1"), params![slot as i64], |r| r.get(0))
+                    .map_err(db_err)?;
+                if locked {
+                    log::warn!("slot {slot}: {owner:?} PIN locked after too many wrong attempts");
+                }
+                fail(CKR_PIN_INCORRECT)
+            }
+        }
+    }
+
+    /// Splits attributes into the clear record and the sealed record for storage.
+    fn encode(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<(Vec<u8>, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>)> {
+        let private = attrs.is_private();
+        let mut clear = Attributes::new();
+        let mut sealed = Attributes::new();
+        let mut key = None;
+        for (t, v) in attrs.iter() {
+            let hide = if private {
+                !matches!(t, CKA_CLASS | CKA_TOKEN | CKA_PRIVATE)
+            } else {
+                is_secret(attrs, t)
+            };
+            if hide {
+                if key.is_none() {
+                    key = Some(self.token_key(slot).ok_or_else(|| {
+                        log::info!("slot {slot}: storing private or secret material needs a user login");
+                        Error(CKR_USER_NOT_LOGGED_IN)
+                    })?);
+                }
+                let k = key.as_ref().expect("set above");
+                sealed.set(t, crypt::seal(k, v, &attr_aad(slot, id, t)));
+            } else {
+                clear.set(t, v.to_vec());
+            }
+        }
+        let lookup = |t: CK_ATTRIBUTE_TYPE| -> Option<Vec<u8>> {
+            let v = attrs.get(t)?;
+            Some(match (&key, private) {
+                (Some(k), true) => crypt::lookup_hash(k, t as u64, v),
+                _ => v.to_vec(),
+            })
+        };
+        Ok((clear.to_bytes().to_vec(), sealed.to_bytes().to_vec(), lookup(CKA_ID), lookup(CKA_LABEL)))
+    }
+
+    /// Rebuilds an object's attributes; `None` when they cannot be read without a login.
+    fn decode(&self, slot: CK_SLOT_ID, id: u64, private: bool, clear: &[u8], sealed: &[u8]) -> Result<Option<Attributes>> {
+        let damaged = |what: &str| {
+            log::error!(
+                "token store {}: object {id} of slot {slot}: {what}; the record is damaged or was altered",
+                self.path.display()
+            );
+            Error(CKR_DEVICE_ERROR)
+        };
+        let mut attrs = Attributes::from_bytes(clear).ok_or_else(|| damaged("clear attributes unreadable"))?;
+        let sealed = Attributes::from_bytes(sealed).ok_or_else(|| damaged("sealed attributes unreadable"))?;
+        if sealed.iter().next().is_none() {
+            return Ok(Some(attrs));
+        }
+        let Some(key) = self.token_key(slot) else {
+            if private {
+                return Ok(None);
+            }
+            // Public objects stay visible; their key material waits for a login.
+            return Ok(Some(attrs));
+        };
+        for (t, v) in sealed.iter() {
+            let plain = crypt::open(&key, v, &attr_aad(slot, id, t))
+                .ok_or_else(|| damaged(&format!("attribute 0x{t:x} fails authentication")))?;
+            attrs.set(t, plain.to_vec());
+        }
+        Ok(Some(attrs))
+    }
+
+    fn bump_generation(tx: &rusqlite::Transaction, slot: CK_SLOT_ID) -> Result<()> {
+        tx.execute("UPDATE tokens SET generation = generation + 1 WHERE slot_id = ?1", params![slot as i64])
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    /// Removes a token and all its objects (`ferrohsm-util delete-token`).
+    pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
+        let n = self
+            .conn
+            .lock()
+            .execute("DELETE FROM tokens WHERE slot_id = ?1", params![slot as i64])
+            .map_err(db_err)?;
+        self.keys.lock().remove(&slot);
+        Ok(n > 0)
+    }
+}
+
+fn record_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
+    let label: Vec<u8> = r.get(1)?;
+    let serial: String = r.get(2)?;
+    let mut l = [b' '; 32];
+    let n = label.len().min(32);
+    l[..n].copy_from_slice(&label[..n]);
+    let mut s = [b' '; 16];
+    let n = serial.len().min(16);
+    s[..n].copy_from_slice(&serial.as_bytes()[..n]);
+    Ok(TokenRecord {
+        slot_id: r.get::<_, i64>(0)? as CK_SLOT_ID,
+        label: l,
+        serial: s,
+        user_pin_initialized: r.get::<_, Option<Vec<u8>>>(3)?.is_some(),
+        so_pin: PinState { failures: r.get(4)?, locked: r.get(5)? },
+        user_pin: PinState { failures: r.get(6)?, locked: r.get(7)? },
+        max_failures: r.get(8)?,
+    })
+}
+
+const RECORD_COLUMNS: &str =
+    "slot_id, label, serial, user_wrap, so_failures, so_locked, user_failures, user_locked, max_failures";
+
+impl Store for SqliteStore {
+    fn tokens(&self) -> Result<Vec<TokenRecord>> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM tokens ORDER BY slot_id"))
+            .map_err(db_err)?;
+        let rows = st.query_map([], record_from_row).map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn free_slot_id(&self) -> Result<CK_SLOT_ID> {
+        let max: Option<i64> = self
+            .conn
+            .lock()
+            .query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(max.map_or(0, |m| m as CK_SLOT_ID + 1))
+    }
+
+    fn init_token(&self, slot: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {
+        let exists = self.tokens()?.into_iter().any(|t| t.slot_id == slot);
+        if exists {
+            self.check_pin(slot, PinOwner::So, so_pin)?;
+        }
+        // The KDF runs before the write transaction so other processes are not held up.
+        let token_key = crypt::random_key();
+        let (so_wrap, pin_key) = crypt::wrap_token_key(&token_key, so_pin, self.kdf, &wrap_aad(slot, PinOwner::So));
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        if exists {
+            // Re-initialisation: same slot and serial, new token key, no objects, no user PIN.
+            tx.execute("DELETE FROM objects WHERE slot_id = ?1", params![slot as i64]).map_err(db_err)?;
+            tx.execute(
+                "UPDATE tokens SET label = ?2, so_wrap = ?3, user_wrap = NULL, so_failures = 0, so_locked = 0, \
+                 user_failures = 0, user_locked = 0, generation = generation + 1 WHERE slot_id = ?1",
+                params![slot as i64, &label[..], so_wrap],
+            )
+            .map_err(db_err)?;
+        } else {
+            let max: Option<i64> = tx.query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0)).map_err(db_err)?;
+            let free = max.map_or(0, |m| m as CK_SLOT_ID + 1);
+            if slot != free {
+                return fail_because(CKR_SLOT_ID_INVALID, format!("slot {slot} is not the free slot ({free})"));
+            }
+            let mut rnd = [0u8; 8];
+            getrandom::fill(&mut rnd).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+            let serial: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+            tx.execute(
+                "INSERT INTO tokens (slot_id, label, serial, so_wrap, max_failures) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![slot as i64, &label[..], serial, so_wrap, self.max_failures],
+            )
+            .map_err(db_err)?;
+        }
+        let record = tx
+            .query_row(&format!("SELECT {RECORD_COLUMNS} FROM tokens WHERE slot_id = ?1"), params![slot as i64], record_from_row)
+            .map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        drop(conn);
+        self.keys.lock().remove(&slot);
+        self.remember_pin_key(slot, PinOwner::So, &so_wrap, so_pin, pin_key);
+        Ok(record)
+    }
+
+    fn login(&self, slot: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
+        let key = self.check_pin(slot, who, pin)?;
+        self.keys.lock().insert(slot, key);
+        Ok(())
+    }
+
+    fn logout(&self, slot: CK_SLOT_ID) {
+        self.keys.lock().remove(&slot);
+    }
+
+    fn init_pin(&self, slot: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
+        let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
+        let (wrap, pin_key) = crypt::wrap_token_key(&token_key, pin, self.kdf, &wrap_aad(slot, PinOwner::User));
+        self.conn
+            .lock()
+            .execute(
+                "UPDATE tokens SET user_wrap = ?2, user_failures = 0, user_locked = 0 WHERE slot_id = ?1",
+                params![slot as i64, wrap],
+            )
+            .map_err(db_err)?;
+        self.remember_pin_key(slot, PinOwner::User, &wrap, pin, pin_key);
+        Ok(())
+    }
+
+    fn set_pin(&self, slot: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
+        let token_key = self.check_pin(slot, who, old)?;
+        // Re-wrap only: objects stay sealed under the same token key.
+        let (wrap, pin_key) = crypt::wrap_token_key(&token_key, new, self.kdf, &wrap_aad(slot, who));
+        let (wrap_col, _, _) = Self::columns(who);
+        self.conn
+            .lock()
+            .execute(&format!("UPDATE tokens SET {wrap_col} = ?2 WHERE slot_id = ?1"), params![slot as i64, wrap])
+            .map_err(db_err)?;
+        self.remember_pin_key(slot, who, &wrap, new, pin_key);
+        Ok(())
+    }
+
+    fn find(&self, slot: CK_SLOT_ID, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)], with_private: bool) -> Result<Vec<u64>> {
+        let key = if with_private { self.token_key(slot) } else { None };
+        let get = |t: CK_ATTRIBUTE_TYPE| template.iter().find(|(x, _)| *x == t).map(|(_, v)| v.clone());
+        let mut sql = String::from("SELECT id, private, clear, sealed FROM objects WHERE slot_id = ?1");
+        let mut args: Vec<rusqlite::types::Value> = vec![(slot as i64).into()];
+        if key.is_none() {
+            sql.push_str(" AND private = 0");
+        }
+        for (t, col) in [(CKA_ID, "key_id"), (CKA_LABEL, "label")] {
+            if let Some(v) = get(t) {
+                let hashed = key.as_ref().map(|k| crypt::lookup_hash(k, t as u64, &v)).unwrap_or_else(|| v.clone());
+                args.push(v.into());
+                args.push(hashed.into());
+                sql.push_str(&format!(" AND {col} IN (?{}, ?{})", args.len() - 1, args.len()));
+            }
+        }
+        if let Some(c) = get(CKA_CLASS).and_then(|v| v.try_into().ok()).map(CK_ULONG::from_ne_bytes) {
+            args.push((c as i64).into());
+            sql.push_str(&format!(" AND class = ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY id");
+        let rows: Vec<(i64, bool, Vec<u8>, Vec<u8>)> = {
+            let conn = self.conn.lock();
+            let mut st = conn.prepare_cached(&sql).map_err(db_err)?;
+            let it = st
+                .query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .map_err(db_err)?;
+            it.collect::<rusqlite::Result<_>>().map_err(db_err)?
+        };
+        let mut out = Vec::new();
+        for (id, private, clear, sealed) in rows {
+            // A damaged record is reported (in decode) and skipped; the search goes on.
+            if let Ok(Some(attrs)) = self.decode(slot, id as u64, private, &clear, &sealed) {
+                if attrs.matches(template) {
+                    out.push(id as u64);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn load(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<Attributes>> {
+        let row: Option<(bool, Vec<u8>, Vec<u8>)> = self
+            .conn
+            .lock()
+            .prepare_cached("SELECT private, clear, sealed FROM objects WHERE id = ?1 AND slot_id = ?2")
+            .and_then(|mut st| {
+                st.query_row(params![id as i64, slot as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()
+            })
+            .map_err(db_err)?;
+        match row {
+            Some((private, clear, sealed)) => self.decode(slot, id, private, &clear, &sealed),
+            None => Ok(None),
+        }
+    }
+
+    fn create(&self, slot: CK_SLOT_ID, attrs: &Attributes) -> Result<u64> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        tx.execute(
+            "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
+            params![slot as i64, attrs.is_private()],
+        )
+        .map_err(db_err)?;
+        let id = tx.last_insert_rowid() as u64;
+        if id >= MAX_OBJECT_ID {
+            return fail_because(CKR_DEVICE_MEMORY, "the token store has run out of object ids");
+        }
+        let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
+        tx.execute(
+            "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
+            params![id as i64, attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
+        )
+        .map_err(db_err)?;
+        Self::bump_generation(&tx, slot)?;
+        tx.commit().map_err(db_err)?;
+        Ok(id)
+    }
+
+    fn update(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {
+        let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let n = tx
+            .execute(
+                "UPDATE objects SET private = ?3, class = ?4, key_id = ?5, label = ?6, clear = ?7, sealed = ?8 \
+                 WHERE id = ?1 AND slot_id = ?2",
+                params![id as i64, slot as i64, attrs.is_private(), attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
+            )
+            .map_err(db_err)?;
+        if n == 0 {
+            return fail(CKR_OBJECT_HANDLE_INVALID);
+        }
+        Self::bump_generation(&tx, slot)?;
+        tx.commit().map_err(db_err)
+    }
+
+    fn destroy(&self, slot: CK_SLOT_ID, id: u64) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let n = tx
+            .execute("DELETE FROM objects WHERE id = ?1 AND slot_id = ?2", params![id as i64, slot as i64])
+            .map_err(db_err)?;
+        if n == 0 {
+            return fail(CKR_OBJECT_HANDLE_INVALID);
+        }
+        Self::bump_generation(&tx, slot)?;
+        tx.commit().map_err(db_err)
+    }
+
+    fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {
+        let conn = self.conn.lock();
+        let mut st = conn
+            .prepare_cached("SELECT generation FROM tokens WHERE slot_id = ?1")
+            .map_err(db_err)?;
+        let g: Option<i64> = st.query_row(params![slot as i64], |r| r.get(0)).optional().map_err(db_err)?;
+        Ok(g.unwrap_or(0) as u64)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.keys.lock().clear();
+        self.pin_cache.lock().clear();
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_zeroizing(_: Zeroizing<Vec<u8>>) {}

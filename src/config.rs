@@ -101,9 +101,8 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError(format!("cannot read configuration file {}: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read configuration file {}: {e}", path.display())))?;
         let mut c: Config = toml::from_str(&text).map_err(|e| {
             let line = e
                 .span()

@@ -11,8 +11,8 @@ use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass};
 use cryptoki_sys::*;
 use rsa::pkcs1v15::Pkcs1v15Sign;
 use rsa::sha2::{Digest, Sha224, Sha256, Sha384, Sha512};
-use sha1::Sha1;
 use rsa::{Oaep, Pss};
+use sha1::Sha1;
 
 fn setup() -> (TestEnv, cryptoki::context::Pkcs11, cryptoki::session::Session) {
     let env = TestEnv::new();
@@ -29,11 +29,31 @@ fn hash_and_sign_pkcs1_all_hashes_single_and_multi_part() {
     let pk = rsa_public(&s, public);
     let data = b"the quick brown fox jumps over the lazy dog".repeat(7);
     let cases: Vec<(Mechanism, Pkcs1v15Sign, Vec<u8>)> = vec![
-        (Mechanism::Sha1RsaPkcs, Pkcs1v15Sign::new::<Sha1>(), Sha1::digest(&data).to_vec()),
-        (Mechanism::Sha224RsaPkcs, Pkcs1v15Sign::new::<Sha224>(), Sha224::digest(&data).to_vec()),
-        (Mechanism::Sha256RsaPkcs, Pkcs1v15Sign::new::<Sha256>(), Sha256::digest(&data).to_vec()),
-        (Mechanism::Sha384RsaPkcs, Pkcs1v15Sign::new::<Sha384>(), Sha384::digest(&data).to_vec()),
-        (Mechanism::Sha512RsaPkcs, Pkcs1v15Sign::new::<Sha512>(), Sha512::digest(&data).to_vec()),
+        (
+            Mechanism::Sha1RsaPkcs,
+            Pkcs1v15Sign::new::<Sha1>(),
+            Sha1::digest(&data).to_vec(),
+        ),
+        (
+            Mechanism::Sha224RsaPkcs,
+            Pkcs1v15Sign::new::<Sha224>(),
+            Sha224::digest(&data).to_vec(),
+        ),
+        (
+            Mechanism::Sha256RsaPkcs,
+            Pkcs1v15Sign::new::<Sha256>(),
+            Sha256::digest(&data).to_vec(),
+        ),
+        (
+            Mechanism::Sha384RsaPkcs,
+            Pkcs1v15Sign::new::<Sha384>(),
+            Sha384::digest(&data).to_vec(),
+        ),
+        (
+            Mechanism::Sha512RsaPkcs,
+            Pkcs1v15Sign::new::<Sha512>(),
+            Sha512::digest(&data).to_vec(),
+        ),
     ];
     for (mech, scheme, hash) in cases {
         let one_shot = s.sign(&mech, private, &data).unwrap();
@@ -49,7 +69,10 @@ fn hash_and_sign_pkcs1_all_hashes_single_and_multi_part() {
         s.verify(&mech, public, &data, &multi).unwrap();
         let mut bad = multi.clone();
         bad[10] ^= 1;
-        assert_eq!(rv(s.verify(&mech, public, &data, &bad).unwrap_err()), RvError::SignatureInvalid);
+        assert_eq!(
+            rv(s.verify(&mech, public, &data, &bad).unwrap_err()),
+            RvError::SignatureInvalid
+        );
     }
 }
 
@@ -60,7 +83,8 @@ fn raw_pkcs1_over_digest_info_and_x509() {
     let pk = rsa_public(&s, public);
     let hash = Sha256::digest(b"zone data").to_vec();
     let mut digest_info = vec![
-        0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20,
+        0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00,
+        0x04, 0x20,
     ];
     digest_info.extend_from_slice(&hash);
     let sig = s.sign(&Mechanism::RsaPkcs, private, &digest_info).unwrap();
@@ -89,30 +113,51 @@ fn pss_prehashed_and_hash_and_sign() {
     let pk = rsa_public(&s, public);
     let data = b"pss message".to_vec();
     let hash = Sha256::digest(&data).to_vec();
-    let params = PkcsPssParams { hash_alg: MechanismType::SHA256, mgf: PkcsMgfType::MGF1_SHA256, s_len: 32.into() };
+    let params = PkcsPssParams {
+        hash_alg: MechanismType::SHA256,
+        mgf: PkcsMgfType::MGF1_SHA256,
+        s_len: 32.into(),
+    };
     let sig = s.sign(&Mechanism::RsaPkcsPss(params), private, &hash).unwrap();
     pk.verify(Pss::<Sha256>::new(), &hash, &sig).unwrap();
-    s.verify(&Mechanism::RsaPkcsPss(params), public, &hash, &sig).unwrap();
+    s.verify(&Mechanism::RsaPkcsPss(params), public, &hash, &sig)
+        .unwrap();
     // PSS is randomised: two signatures differ and both verify.
     let sig2 = s.sign(&Mechanism::RsaPkcsPss(params), private, &hash).unwrap();
     assert_ne!(sig, sig2);
 
-    s.sign_init(&Mechanism::Sha256RsaPkcsPss(params), private).unwrap();
+    s.sign_init(&Mechanism::Sha256RsaPkcsPss(params), private)
+        .unwrap();
     s.sign_update(&data[..4]).unwrap();
     s.sign_update(&data[4..]).unwrap();
     let sig = s.sign_final().unwrap();
     pk.verify(Pss::<Sha256>::new(), &hash, &sig).unwrap();
 
-    let p384 = PkcsPssParams { hash_alg: MechanismType::SHA384, mgf: PkcsMgfType::MGF1_SHA384, s_len: 48.into() };
-    let sig = s.sign(&Mechanism::Sha384RsaPkcsPss(p384), private, &data).unwrap();
-    pk.verify(Pss::<Sha384>::new(), &Sha384::digest(&data), &sig).unwrap();
+    let p384 = PkcsPssParams {
+        hash_alg: MechanismType::SHA384,
+        mgf: PkcsMgfType::MGF1_SHA384,
+        s_len: 48.into(),
+    };
+    let sig = s
+        .sign(&Mechanism::Sha384RsaPkcsPss(p384), private, &data)
+        .unwrap();
+    pk.verify(Pss::<Sha384>::new(), &Sha384::digest(&data), &sig)
+        .unwrap();
 
     // The hash of the parameters must be the mechanism's.
-    let wrong = PkcsPssParams { hash_alg: MechanismType::SHA1, mgf: PkcsMgfType::MGF1_SHA1, s_len: 20.into() };
-    let err = s.sign_init(&Mechanism::Sha256RsaPkcsPss(wrong), private).unwrap_err();
+    let wrong = PkcsPssParams {
+        hash_alg: MechanismType::SHA1,
+        mgf: PkcsMgfType::MGF1_SHA1,
+        s_len: 20.into(),
+    };
+    let err = s
+        .sign_init(&Mechanism::Sha256RsaPkcsPss(wrong), private)
+        .unwrap_err();
     assert_eq!(rv(err), RvError::MechanismParamInvalid);
     // A pre-hashed PSS input must have the hash's length.
-    let err = s.sign(&Mechanism::RsaPkcsPss(params), private, &hash[..20]).unwrap_err();
+    let err = s
+        .sign(&Mechanism::RsaPkcsPss(params), private, &hash[..20])
+        .unwrap_err();
     assert_eq!(rv(err), RvError::DataLenRange);
 }
 
@@ -125,14 +170,27 @@ fn pss_bad_parameters_through_raw_api() {
     // A parameter block of the wrong size.
     let mut short = [0u8; 4];
     let mut m = raw_mech(CKM_RSA_PKCS_PSS, Some(&mut short));
-    assert_eq!(raw_sign(&r, h, &mut m, private, &[0u8; 32]), Err(CKR_MECHANISM_PARAM_INVALID));
+    assert_eq!(
+        raw_sign(&r, h, &mut m, private, &[0u8; 32]),
+        Err(CKR_MECHANISM_PARAM_INVALID)
+    );
     // No parameters for CKM_RSA_PKCS_PSS.
     let mut m = raw_mech::<u8>(CKM_RSA_PKCS_PSS, None);
-    assert_eq!(raw_sign(&r, h, &mut m, private, &[0u8; 32]), Err(CKR_MECHANISM_PARAM_INVALID));
+    assert_eq!(
+        raw_sign(&r, h, &mut m, private, &[0u8; 32]),
+        Err(CKR_MECHANISM_PARAM_INVALID)
+    );
     // An unknown MGF.
-    let mut pp = CK_RSA_PKCS_PSS_PARAMS { hashAlg: CKM_SHA256, mgf: 0x77, sLen: 32 };
+    let mut pp = CK_RSA_PKCS_PSS_PARAMS {
+        hashAlg: CKM_SHA256,
+        mgf: 0x77,
+        sLen: 32,
+    };
     let mut m = raw_mech(CKM_RSA_PKCS_PSS, Some(&mut pp));
-    assert_eq!(raw_sign(&r, h, &mut m, private, &[0u8; 32]), Err(CKR_MECHANISM_PARAM_INVALID));
+    assert_eq!(
+        raw_sign(&r, h, &mut m, private, &[0u8; 32]),
+        Err(CKR_MECHANISM_PARAM_INVALID)
+    );
     drop(p);
 }
 
@@ -149,8 +207,24 @@ fn sha3_and_sha224_pss_verified_by_openssl() {
     let cases: [(CK_MECHANISM_TYPE, &str, Option<CK_RSA_PKCS_PSS_PARAMS>); 4] = [
         (CKM_SHA3_256_RSA_PKCS, "-sha3-256", None),
         (CKM_SHA3_512_RSA_PKCS, "-sha3-512", None),
-        (CKM_SHA224_RSA_PKCS_PSS, "-sha224", Some(CK_RSA_PKCS_PSS_PARAMS { hashAlg: CKM_SHA224, mgf: CKG_MGF1_SHA224, sLen: 28 })),
-        (CKM_SHA3_256_RSA_PKCS_PSS, "-sha3-256", Some(CK_RSA_PKCS_PSS_PARAMS { hashAlg: CKM_SHA3_256, mgf: CKG_MGF1_SHA3_256, sLen: 32 })),
+        (
+            CKM_SHA224_RSA_PKCS_PSS,
+            "-sha224",
+            Some(CK_RSA_PKCS_PSS_PARAMS {
+                hashAlg: CKM_SHA224,
+                mgf: CKG_MGF1_SHA224,
+                sLen: 28,
+            }),
+        ),
+        (
+            CKM_SHA3_256_RSA_PKCS_PSS,
+            "-sha3-256",
+            Some(CK_RSA_PKCS_PSS_PARAMS {
+                hashAlg: CKM_SHA3_256,
+                mgf: CKG_MGF1_SHA3_256,
+                sLen: 32,
+            }),
+        ),
     ];
     for (mech, dgst, params) in cases {
         let mut params = params;
@@ -158,12 +232,22 @@ fn sha3_and_sha224_pss_verified_by_openssl() {
         let sig = raw_sign(&r, s.handle(), &mut m, private, &data).unwrap();
         let sig_path = env.dir.path().join("sig");
         std::fs::write(&sig_path, &sig).unwrap();
-        let mut args = vec!["dgst", dgst, "-verify", pem.to_str().unwrap(), "-signature", sig_path.to_str().unwrap()];
+        let mut args = vec![
+            "dgst",
+            dgst,
+            "-verify",
+            pem.to_str().unwrap(),
+            "-signature",
+            sig_path.to_str().unwrap(),
+        ];
         if params.is_some() {
             args.extend(["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:-1"]);
         }
         args.push(data_path.to_str().unwrap());
-        assert!(openssl(&args), "OpenSSL rejected the signature of mechanism 0x{mech:x}");
+        assert!(
+            openssl(&args),
+            "OpenSSL rejected the signature of mechanism 0x{mech:x}"
+        );
     }
 }
 
@@ -172,14 +256,17 @@ fn every_key_size_signs_including_odd_lengths() {
     let (_env, _p, s) = setup();
     for bits in [1024u64, 1032, 3072, 4096] {
         let (public, private) = rsa_keypair(&s, bits, &bits.to_be_bytes(), false);
-        let Attribute::ModulusBits(got) = s.get_attributes(public, &[AttributeType::ModulusBits]).unwrap()[0].clone() else {
+        let Attribute::ModulusBits(got) =
+            s.get_attributes(public, &[AttributeType::ModulusBits]).unwrap()[0].clone()
+        else {
             panic!()
         };
         assert_eq!(u64::from(got), bits);
         let pk = rsa_public(&s, public);
         let sig = s.sign(&Mechanism::Sha256RsaPkcs, private, b"sized").unwrap();
         assert_eq!(sig.len() as u64, bits.div_ceil(8));
-        pk.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"sized"), &sig).unwrap();
+        pk.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"sized"), &sig)
+            .unwrap();
     }
 }
 
@@ -190,20 +277,60 @@ fn encryption_pkcs1_oaep_and_raw() {
     let pk = rsa_public(&s, public);
     let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
     // Encrypted by the rsa crate, decrypted by the token.
-    let ct = pk.encrypt(&mut rng, rsa::Pkcs1v15Encrypt, b"pkcs1 secret").unwrap();
-    assert_eq!(s.decrypt(&Mechanism::RsaPkcs, private, &ct).unwrap(), b"pkcs1 secret");
-    let ct = pk.encrypt(&mut rng, Oaep::<Sha256>::new_with_label(b"lbl".to_vec()), b"oaep secret").unwrap();
-    let oaep = PkcsOaepParams::new(MechanismType::SHA256, PkcsMgfType::MGF1_SHA256, PkcsOaepSource::data_specified(b"lbl"));
-    assert_eq!(s.decrypt(&Mechanism::RsaPkcsOaep(oaep), private, &ct).unwrap(), b"oaep secret");
+    let ct = pk
+        .encrypt(&mut rng, rsa::Pkcs1v15Encrypt, b"pkcs1 secret")
+        .unwrap();
+    assert_eq!(
+        s.decrypt(&Mechanism::RsaPkcs, private, &ct).unwrap(),
+        b"pkcs1 secret"
+    );
+    let ct = pk
+        .encrypt(
+            &mut rng,
+            Oaep::<Sha256>::new_with_label(b"lbl".to_vec()),
+            b"oaep secret",
+        )
+        .unwrap();
+    let oaep = PkcsOaepParams::new(
+        MechanismType::SHA256,
+        PkcsMgfType::MGF1_SHA256,
+        PkcsOaepSource::data_specified(b"lbl"),
+    );
+    assert_eq!(
+        s.decrypt(&Mechanism::RsaPkcsOaep(oaep), private, &ct).unwrap(),
+        b"oaep secret"
+    );
     // A wrong label is an invalid ciphertext.
-    let other = PkcsOaepParams::new(MechanismType::SHA256, PkcsMgfType::MGF1_SHA256, PkcsOaepSource::data_specified(b"xyz"));
-    assert_eq!(rv(s.decrypt(&Mechanism::RsaPkcsOaep(other), private, &ct).unwrap_err()), RvError::EncryptedDataInvalid);
+    let other = PkcsOaepParams::new(
+        MechanismType::SHA256,
+        PkcsMgfType::MGF1_SHA256,
+        PkcsOaepSource::data_specified(b"xyz"),
+    );
+    assert_eq!(
+        rv(s.decrypt(&Mechanism::RsaPkcsOaep(other), private, &ct)
+            .unwrap_err()),
+        RvError::EncryptedDataInvalid
+    );
     // Encrypted by the token, decrypted by the token.
-    let sha1 = PkcsOaepParams::new(MechanismType::SHA1, PkcsMgfType::MGF1_SHA1, PkcsOaepSource::empty());
-    let ct = s.encrypt(&Mechanism::RsaPkcsOaep(sha1), public, b"round trip").unwrap();
-    assert_eq!(s.decrypt(&Mechanism::RsaPkcsOaep(sha1), private, &ct).unwrap(), b"round trip");
-    let ct = s.encrypt(&Mechanism::RsaPkcs, public, b"pkcs1 round trip").unwrap();
-    assert_eq!(s.decrypt(&Mechanism::RsaPkcs, private, &ct).unwrap(), b"pkcs1 round trip");
+    let sha1 = PkcsOaepParams::new(
+        MechanismType::SHA1,
+        PkcsMgfType::MGF1_SHA1,
+        PkcsOaepSource::empty(),
+    );
+    let ct = s
+        .encrypt(&Mechanism::RsaPkcsOaep(sha1), public, b"round trip")
+        .unwrap();
+    assert_eq!(
+        s.decrypt(&Mechanism::RsaPkcsOaep(sha1), private, &ct).unwrap(),
+        b"round trip"
+    );
+    let ct = s
+        .encrypt(&Mechanism::RsaPkcs, public, b"pkcs1 round trip")
+        .unwrap();
+    assert_eq!(
+        s.decrypt(&Mechanism::RsaPkcs, private, &ct).unwrap(),
+        b"pkcs1 round trip"
+    );
     // A malformed PKCS#1 block yields a deterministic substitute, not an error (implicit rejection).
     let mut bad = ct.clone();
     bad[5] ^= 0x40;
@@ -223,9 +350,18 @@ fn encryption_pkcs1_oaep_and_raw() {
 fn digests_single_multi_and_digest_key() {
     let (_env, _p, s) = setup();
     let data = b"digest me".repeat(100);
-    assert_eq!(s.digest(&Mechanism::Sha1, &data).unwrap(), Sha1::digest(&data).to_vec());
-    assert_eq!(s.digest(&Mechanism::Sha256, &data).unwrap(), Sha256::digest(&data).to_vec());
-    assert_eq!(s.digest(&Mechanism::Sha384, &data).unwrap(), Sha384::digest(&data).to_vec());
+    assert_eq!(
+        s.digest(&Mechanism::Sha1, &data).unwrap(),
+        Sha1::digest(&data).to_vec()
+    );
+    assert_eq!(
+        s.digest(&Mechanism::Sha256, &data).unwrap(),
+        Sha256::digest(&data).to_vec()
+    );
+    assert_eq!(
+        s.digest(&Mechanism::Sha384, &data).unwrap(),
+        Sha384::digest(&data).to_vec()
+    );
     s.digest_init(&Mechanism::Sha512).unwrap();
     for c in data.chunks(77) {
         s.digest_update(c).unwrap();
@@ -237,7 +373,16 @@ fn digests_single_multi_and_digest_key() {
         assert_eq!((r.f.C_DigestInit.unwrap())(s.handle(), &mut m), CKR_OK);
         let mut out = [0u8; 32];
         let mut len = 32;
-        assert_eq!((r.f.C_Digest.unwrap())(s.handle(), data.as_ptr() as *mut u8, data.len() as _, out.as_mut_ptr(), &mut len), CKR_OK);
+        assert_eq!(
+            (r.f.C_Digest.unwrap())(
+                s.handle(),
+                data.as_ptr() as *mut u8,
+                data.len() as _,
+                out.as_mut_ptr(),
+                &mut len
+            ),
+            CKR_OK
+        );
         assert_eq!(out.to_vec(), sha3::Sha3_256::digest(&data).to_vec());
     }
     // C_DigestKey feeds a secret key's value into the digest.
@@ -262,15 +407,29 @@ fn digests_single_multi_and_digest_key() {
 fn key_wrapping_aes_kwp_and_rsa_oaep() {
     let (_env, _p, s) = setup();
     let kek = s
-        .generate_key(&Mechanism::AesKeyGen, &[Attribute::ValueLen(32.into()), Attribute::Wrap(true), Attribute::Unwrap(true)])
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::ValueLen(32.into()),
+                Attribute::Wrap(true),
+                Attribute::Unwrap(true),
+            ],
+        )
         .unwrap();
     let secret = s
         .generate_key(
             &Mechanism::GenericSecretKeyGen,
-            &[Attribute::ValueLen(20.into()), Attribute::Extractable(true), Attribute::Sensitive(false)],
+            &[
+                Attribute::ValueLen(20.into()),
+                Attribute::Extractable(true),
+                Attribute::Sensitive(false),
+            ],
         )
         .unwrap();
-    let Attribute::Value(original) = s.get_attributes(secret, &[AttributeType::Value]).unwrap()[0].clone() else { panic!() };
+    let Attribute::Value(original) = s.get_attributes(secret, &[AttributeType::Value]).unwrap()[0].clone()
+    else {
+        panic!()
+    };
     let wrapped = s.wrap_key(&Mechanism::AesKeyWrapPad, kek, secret).unwrap();
     assert_eq!(wrapped.len(), 32);
     let template = [
@@ -279,27 +438,50 @@ fn key_wrapping_aes_kwp_and_rsa_oaep() {
         Attribute::Sensitive(false),
         Attribute::Extractable(true),
     ];
-    let unwrapped = s.unwrap_key(&Mechanism::AesKeyWrapPad, kek, &wrapped, &template).unwrap();
-    let Attribute::Value(back) = s.get_attributes(unwrapped, &[AttributeType::Value]).unwrap()[0].clone() else { panic!() };
+    let unwrapped = s
+        .unwrap_key(&Mechanism::AesKeyWrapPad, kek, &wrapped, &template)
+        .unwrap();
+    let Attribute::Value(back) = s.get_attributes(unwrapped, &[AttributeType::Value]).unwrap()[0].clone()
+    else {
+        panic!()
+    };
     assert_eq!(back, original);
     let attrs = s.get_attributes(unwrapped, &[AttributeType::Local]).unwrap();
     assert_eq!(attrs[0], Attribute::Local(false));
 
     // RSA-OAEP wrap of the same key, unwrapped with the private key.
     let (public, private) = rsa_keypair(&s, 2048, b"w", false);
-    let oaep = PkcsOaepParams::new(MechanismType::SHA256, PkcsMgfType::MGF1_SHA256, PkcsOaepSource::empty());
+    let oaep = PkcsOaepParams::new(
+        MechanismType::SHA256,
+        PkcsMgfType::MGF1_SHA256,
+        PkcsOaepSource::empty(),
+    );
     let wrapped = s.wrap_key(&Mechanism::RsaPkcsOaep(oaep), public, secret).unwrap();
-    let unwrapped = s.unwrap_key(&Mechanism::RsaPkcsOaep(oaep), private, &wrapped, &template).unwrap();
-    let Attribute::Value(back) = s.get_attributes(unwrapped, &[AttributeType::Value]).unwrap()[0].clone() else { panic!() };
+    let unwrapped = s
+        .unwrap_key(&Mechanism::RsaPkcsOaep(oaep), private, &wrapped, &template)
+        .unwrap();
+    let Attribute::Value(back) = s.get_attributes(unwrapped, &[AttributeType::Value]).unwrap()[0].clone()
+    else {
+        panic!()
+    };
     assert_eq!(back, original);
 
     // A sensitive, unextractable key cannot be wrapped.
-    let locked = s.generate_key(&Mechanism::AesKeyGen, &[Attribute::ValueLen(16.into())]).unwrap();
-    assert_eq!(rv(s.wrap_key(&Mechanism::AesKeyWrapPad, kek, locked).unwrap_err()), RvError::KeyUnextractable);
+    let locked = s
+        .generate_key(&Mechanism::AesKeyGen, &[Attribute::ValueLen(16.into())])
+        .unwrap();
+    assert_eq!(
+        rv(s.wrap_key(&Mechanism::AesKeyWrapPad, kek, locked).unwrap_err()),
+        RvError::KeyUnextractable
+    );
     // A tampered wrapping fails integrity.
     let mut bad = s.wrap_key(&Mechanism::AesKeyWrapPad, kek, secret).unwrap();
     bad[3] ^= 1;
-    assert_eq!(rv(s.unwrap_key(&Mechanism::AesKeyWrapPad, kek, &bad, &template).unwrap_err()), RvError::WrappedKeyInvalid);
+    assert_eq!(
+        rv(s.unwrap_key(&Mechanism::AesKeyWrapPad, kek, &bad, &template)
+            .unwrap_err()),
+        RvError::WrappedKeyInvalid
+    );
 }
 
 #[test]
@@ -311,21 +493,43 @@ fn key_usage_type_and_allowed_mechanisms_are_enforced() {
         Attribute::Decrypt(true),
         Attribute::AllowedMechanisms(vec![MechanismType::RSA_PKCS_OAEP, MechanismType::RSA_PKCS]),
     ];
-    let (pubk, privk) = s.generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private).unwrap();
-    assert_eq!(rv(s.sign(&Mechanism::Sha256RsaPkcs, privk, b"x").unwrap_err()), RvError::KeyFunctionNotPermitted);
-    assert_eq!(rv(s.sign(&Mechanism::Sha256RsaPkcs, pubk, b"x").unwrap_err()), RvError::KeyTypeInconsistent);
+    let (pubk, privk) = s
+        .generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private)
+        .unwrap();
+    assert_eq!(
+        rv(s.sign(&Mechanism::Sha256RsaPkcs, privk, b"x").unwrap_err()),
+        RvError::KeyFunctionNotPermitted
+    );
+    assert_eq!(
+        rv(s.sign(&Mechanism::Sha256RsaPkcs, pubk, b"x").unwrap_err()),
+        RvError::KeyTypeInconsistent
+    );
     s.update_attributes(privk, &[Attribute::Sign(true)]).unwrap();
     // Now CKA_SIGN is set but SHA256-RSA-PKCS is not in CKA_ALLOWED_MECHANISMS.
-    assert_eq!(rv(s.sign(&Mechanism::Sha256RsaPkcs, privk, b"x").unwrap_err()), RvError::MechanismInvalid);
+    assert_eq!(
+        rv(s.sign(&Mechanism::Sha256RsaPkcs, privk, b"x").unwrap_err()),
+        RvError::MechanismInvalid
+    );
     let pk = rsa_public(&s, pubk);
-    let mut di = vec![0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20];
+    let mut di = vec![
+        0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00,
+        0x04, 0x20,
+    ];
     let h = Sha256::digest(b"x");
     di.extend_from_slice(&h);
     let sig = s.sign(&Mechanism::RsaPkcs, privk, &di).unwrap();
     pk.verify(Pkcs1v15Sign::new::<Sha256>(), &h, &sig).unwrap();
     // An AES key is no RSA key.
-    let aes = s.generate_key(&Mechanism::AesKeyGen, &[Attribute::ValueLen(16.into()), Attribute::Sign(true)]).unwrap();
-    assert_eq!(rv(s.sign(&Mechanism::RsaPkcs, aes, &di).unwrap_err()), RvError::KeyTypeInconsistent);
+    let aes = s
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[Attribute::ValueLen(16.into()), Attribute::Sign(true)],
+        )
+        .unwrap();
+    assert_eq!(
+        rv(s.sign(&Mechanism::RsaPkcs, aes, &di).unwrap_err()),
+        RvError::KeyTypeInconsistent
+    );
 }
 
 #[test]
@@ -337,46 +541,91 @@ fn operation_state_rules() {
     unsafe {
         // Sign without init.
         let mut len = 0;
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, std::ptr::null_mut(), &mut len), CKR_OPERATION_NOT_INITIALIZED);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, std::ptr::null_mut(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
         let mut m = raw_mech::<u8>(CKM_SHA256_RSA_PKCS, None);
         assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
         // A second init while active.
-        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OPERATION_ACTIVE);
+        assert_eq!(
+            (r.f.C_SignInit.unwrap())(h, &mut m, private.handle()),
+            CKR_OPERATION_ACTIVE
+        );
         // Length query and a short buffer keep the operation; the needed length is written back.
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, std::ptr::null_mut(), &mut len), CKR_OK);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, std::ptr::null_mut(), &mut len),
+            CKR_OK
+        );
         assert_eq!(len, 256);
         let mut small = [0u8; 10];
         let mut len = 10;
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, small.as_mut_ptr(), &mut len), CKR_BUFFER_TOO_SMALL);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, small.as_mut_ptr(), &mut len),
+            CKR_BUFFER_TOO_SMALL
+        );
         assert_eq!(len, 256);
         let mut sig = [0u8; 256];
         let mut len = 256;
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len), CKR_OK);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len),
+            CKR_OK
+        );
         // The successful call ended the operation.
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len), CKR_OPERATION_NOT_INITIALIZED);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
         // One-shot after multi-part is refused and ends the operation.
         assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
-        assert_eq!((r.f.C_SignUpdate.unwrap())(h, b"x".as_ptr() as *mut u8, 1), CKR_OK);
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len), CKR_OPERATION_ACTIVE);
-        assert_eq!((r.f.C_SignFinal.unwrap())(h, sig.as_mut_ptr(), &mut len), CKR_OPERATION_NOT_INITIALIZED);
+        assert_eq!(
+            (r.f.C_SignUpdate.unwrap())(h, b"x".as_ptr() as *mut u8, 1),
+            CKR_OK
+        );
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len),
+            CKR_OPERATION_ACTIVE
+        );
+        assert_eq!(
+            (r.f.C_SignFinal.unwrap())(h, sig.as_mut_ptr(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
         // An error (data too long for CKM_RSA_PKCS) ends the operation.
         let mut m = raw_mech::<u8>(CKM_RSA_PKCS, None);
         assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
         let long = [1u8; 300];
         let mut len = 256;
-        assert_eq!((r.f.C_Sign.unwrap())(h, long.as_ptr() as *mut u8, 300, sig.as_mut_ptr(), &mut len), CKR_DATA_LEN_RANGE);
-        assert_eq!((r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len), CKR_OPERATION_NOT_INITIALIZED);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, long.as_ptr() as *mut u8, 300, sig.as_mut_ptr(), &mut len),
+            CKR_DATA_LEN_RANGE
+        );
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
         // CKM_RSA_PKCS is single-part.
         assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
-        assert_eq!((r.f.C_SignUpdate.unwrap())(h, b"x".as_ptr() as *mut u8, 1), CKR_FUNCTION_NOT_SUPPORTED);
+        assert_eq!(
+            (r.f.C_SignUpdate.unwrap())(h, b"x".as_ptr() as *mut u8, 1),
+            CKR_FUNCTION_NOT_SUPPORTED
+        );
         // Unknown mechanism and bad key handle.
         let mut m = raw_mech::<u8>(0x7fff_0000, None);
-        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_MECHANISM_INVALID);
+        assert_eq!(
+            (r.f.C_SignInit.unwrap())(h, &mut m, private.handle()),
+            CKR_MECHANISM_INVALID
+        );
         let mut m = raw_mech::<u8>(CKM_SHA256_RSA_PKCS, None);
-        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, 0xdead), CKR_KEY_HANDLE_INVALID);
+        assert_eq!(
+            (r.f.C_SignInit.unwrap())(h, &mut m, 0xdead),
+            CKR_KEY_HANDLE_INVALID
+        );
         // Verify of a wrong-length signature.
         assert_eq!((r.f.C_VerifyInit.unwrap())(h, &mut m, _public.handle()), CKR_OK);
-        assert_eq!((r.f.C_Verify.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), 100), CKR_SIGNATURE_LEN_RANGE);
+        assert_eq!(
+            (r.f.C_Verify.unwrap())(h, b"x".as_ptr() as *mut u8, 1, sig.as_mut_ptr(), 100),
+            CKR_SIGNATURE_LEN_RANGE
+        );
     }
 }
 
@@ -399,12 +648,19 @@ fn mechanism_info_reports_sizes_and_flags() {
     ] {
         assert!(list.contains(&m), "{m} missing");
     }
-    let info = p.get_mechanism_info(slot, MechanismType::RSA_PKCS_KEY_PAIR_GEN).unwrap();
+    let info = p
+        .get_mechanism_info(slot, MechanismType::RSA_PKCS_KEY_PAIR_GEN)
+        .unwrap();
     assert_eq!((info.min_key_size(), info.max_key_size()), (1024, 8192));
     assert!(info.generate_key_pair());
-    let info = p.get_mechanism_info(slot, MechanismType::SHA256_RSA_PKCS).unwrap();
+    let info = p
+        .get_mechanism_info(slot, MechanismType::SHA256_RSA_PKCS)
+        .unwrap();
     assert!(info.sign() && info.verify() && !info.encrypt());
     let info = p.get_mechanism_info(slot, MechanismType::RSA_PKCS_OAEP).unwrap();
     assert!(info.encrypt() && info.decrypt() && info.wrap() && info.unwrap() && !info.sign());
-    assert_eq!(rv(p.get_mechanism_info(slot, MechanismType::ECDSA).unwrap_err()), RvError::MechanismInvalid);
+    assert_eq!(
+        rv(p.get_mechanism_info(slot, MechanismType::ECDSA).unwrap_err()),
+        RvError::MechanismInvalid
+    );
 }

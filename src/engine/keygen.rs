@@ -11,7 +11,7 @@ pub const MAX_BITS: usize = 8192;
 pub fn generate(bits: usize, public_exponent: &[u8]) -> Result<KeyComponents, EngineError> {
     let e = strip_zeros(public_exponent);
     if !(MIN_BITS..=MAX_BITS).contains(&bits)
-        || bits % 8 != 0
+        || !bits.is_multiple_of(8)
         || e.is_empty()
         || e.len() > 8
         || e[e.len() - 1] & 1 == 0

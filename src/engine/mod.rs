@@ -71,8 +71,7 @@ impl PreparedKey {
         // Implicit rejection needs a per-key secret that is not the key itself.
         let rejection_secret = {
             use sha2::Digest;
-            let d = left_pad(&c.private_exponent, modulus_bits.div_ceil(8))
-                .ok_or(EngineError::InvalidKey)?;
+            let d = left_pad(&c.private_exponent, modulus_bits.div_ceil(8)).ok_or(EngineError::InvalidKey)?;
             Zeroizing::new(sha2::Sha256::digest(&d[..]).to_vec())
         };
         Ok(PreparedKey {

@@ -24,8 +24,8 @@ impl PortablePublic {
         let bits = (n.len() * 8) as u32;
         let n = BoxedUint::from_be_slice(n, bits).map_err(|_| EngineError::InvalidKey)?;
         let e = BoxedUint::from_be_slice(e, 64).map_err(|_| EngineError::InvalidKey)?;
-        let key = rsa::PublicKey::new_with_size_limits(n, e, 512..=16384)
-            .map_err(|_| EngineError::InvalidKey)?;
+        let key =
+            rsa::PublicKey::new_with_size_limits(n, e, 512..=16384).map_err(|_| EngineError::InvalidKey)?;
         let precision = key.n_bits_precision();
         Ok(PortablePublic { key, precision })
     }
@@ -37,9 +37,8 @@ impl PortablePublic {
 
     pub(super) fn public_op(&self, input: &[u8]) -> Result<Vec<u8>, EngineError> {
         let k = input.len();
-        let m = BoxedUint::from_be_slice(input, self.precision)
-            .map_err(|_| EngineError::InputOutOfRange)?;
-        if &m >= self.key.n().as_ref() {
+        let m = BoxedUint::from_be_slice(input, self.precision).map_err(|_| EngineError::InputOutOfRange)?;
+        if m >= self.key.n().as_ref() {
             return Err(EngineError::InputOutOfRange);
         }
         let c = rsa_encrypt(&self.key, &m).map_err(|_| EngineError::InputOutOfRange)?;
@@ -60,9 +59,8 @@ impl PortableKey {
             return Err(EngineError::InvalidKey);
         }
         let bits = (n.len() * 8) as u32;
-        let big = |b: &[u8]| {
-            BoxedUint::from_be_slice(strip_zeros(b), bits).map_err(|_| EngineError::InvalidKey)
-        };
+        let big =
+            |b: &[u8]| BoxedUint::from_be_slice(strip_zeros(b), bits).map_err(|_| EngineError::InvalidKey);
         let e = BoxedUint::from_be_slice(strip_zeros(&c.public_exponent), 64)
             .map_err(|_| EngineError::InvalidKey)?;
         let key = rsa::PrivateKey::from_components(
@@ -80,10 +78,7 @@ impl PortableKey {
         };
         let ok = same(&c.exponent_1, key.dp().map(|v| v.to_be_bytes()))
             && same(&c.exponent_2, key.dq().map(|v| v.to_be_bytes()))
-            && same(
-                &c.coefficient,
-                key.crt_coefficient().map(|v| v.to_be_bytes()),
-            );
+            && same(&c.coefficient, key.crt_coefficient().map(|v| v.to_be_bytes()));
         if !ok {
             return Err(EngineError::InvalidKey);
         }
@@ -102,13 +97,11 @@ impl PortableKey {
         k: usize,
     ) -> Result<Zeroizing<Vec<u8>>, EngineError> {
         let precision = self.key.n_bits_precision();
-        let c = BoxedUint::from_be_slice(input, precision)
-            .map_err(|_| EngineError::InputOutOfRange)?;
-        if &c >= self.key.n().as_ref() {
+        let c = BoxedUint::from_be_slice(input, precision).map_err(|_| EngineError::InputOutOfRange)?;
+        if c >= self.key.n().as_ref() {
             return Err(EngineError::InputOutOfRange);
         }
-        let m = rsa_decrypt(None::<&mut NoRng>, &self.key, &c)
-            .map_err(|_| EngineError::InputOutOfRange)?;
+        let m = rsa_decrypt(None::<&mut NoRng>, &self.key, &c).map_err(|_| EngineError::InputOutOfRange)?;
         let check = rsa_encrypt(&self.key, &m).map_err(|_| EngineError::FaultDetected)?;
         if check != c {
             return Err(EngineError::FaultDetected);

@@ -10,7 +10,11 @@ use cryptoki_sys::*;
 /// `len` bytes at `p`; NULL is accepted only for an empty input.
 pub unsafe fn bytes<'a>(p: *const u8, len: CK_ULONG) -> Result<&'a [u8]> {
     if p.is_null() {
-        return if len == 0 { Ok(&[]) } else { fail(CKR_ARGUMENTS_BAD) };
+        return if len == 0 {
+            Ok(&[])
+        } else {
+            fail(CKR_ARGUMENTS_BAD)
+        };
     }
     Ok(std::slice::from_raw_parts(p, len as usize))
 }
@@ -55,12 +59,18 @@ unsafe fn attribute_list<'a>(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<&'a 
 }
 
 /// A template as (type, value) pairs in the caller's order.
-pub unsafe fn template_pairs(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>> {
+pub unsafe fn template_pairs(
+    p: *const CK_ATTRIBUTE,
+    n: CK_ULONG,
+) -> Result<Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>> {
     attribute_list(p, n)?
         .iter()
         .map(|a| {
             if a.pValue.is_null() && a.ulValueLen != 0 {
-                return fail_because(CKR_ARGUMENTS_BAD, format!("attribute 0x{:x} has a NULL value", a.type_));
+                return fail_because(
+                    CKR_ARGUMENTS_BAD,
+                    format!("attribute 0x{:x} has a NULL value", a.type_),
+                );
             }
             Ok((a.type_, bytes(a.pValue as *const u8, a.ulValueLen)?.to_vec()))
         })
@@ -74,7 +84,10 @@ pub unsafe fn template(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Attributes
     let mut a = Attributes::new();
     for (t, v) in pairs {
         if a.get(t).is_some_and(|old| old != v.as_slice()) {
-            return fail_because(CKR_TEMPLATE_INCONSISTENT, format!("attribute 0x{t:x} given twice"));
+            return fail_because(
+                CKR_TEMPLATE_INCONSISTENT,
+                format!("attribute 0x{t:x} given twice"),
+            );
         }
         a.set(t, v);
     }
@@ -84,7 +97,11 @@ pub unsafe fn template(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Attributes
 /// The caller's attribute array for `C_GetAttributeValue`, writable.
 pub unsafe fn attribute_list_mut<'a>(p: *mut CK_ATTRIBUTE, n: CK_ULONG) -> Result<&'a mut [CK_ATTRIBUTE]> {
     if p.is_null() {
-        return if n == 0 { Ok(&mut []) } else { fail(CKR_ARGUMENTS_BAD) };
+        return if n == 0 {
+            Ok(&mut [])
+        } else {
+            fail(CKR_ARGUMENTS_BAD)
+        };
     }
     Ok(std::slice::from_raw_parts_mut(p, n as usize))
 }
@@ -96,7 +113,12 @@ unsafe fn param<'a, T>(m: &CK_MECHANISM) -> Result<Option<&'a T>> {
     if m.ulParameterLen as usize != std::mem::size_of::<T>() {
         return fail_because(
             CKR_MECHANISM_PARAM_INVALID,
-            format!("mechanism 0x{:x}: parameter is {} bytes, expected {}", m.mechanism, m.ulParameterLen, std::mem::size_of::<T>()),
+            format!(
+                "mechanism 0x{:x}: parameter is {} bytes, expected {}",
+                m.mechanism,
+                m.ulParameterLen,
+                std::mem::size_of::<T>()
+            ),
         );
     }
     Ok(Some(&*(m.pParameter as *const T)))
@@ -133,20 +155,39 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
         CKM_GENERIC_SECRET_KEY_GEN => Mechanism::GenericSecretKeyGen,
         CKM_AES_KEY_WRAP | CKM_AES_KEY_WRAP_PAD => {
             if m.ulParameterLen != 0 {
-                return fail_because(CKR_MECHANISM_PARAM_INVALID, "only the default AES key wrap IV is supported");
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "only the default AES key wrap IV is supported",
+                );
             }
-            if t == CKM_AES_KEY_WRAP { Mechanism::AesKeyWrap } else { Mechanism::AesKeyWrapPad }
+            if t == CKM_AES_KEY_WRAP {
+                Mechanism::AesKeyWrap
+            } else {
+                Mechanism::AesKeyWrapPad
+            }
         }
         CKM_RSA_PKCS_OAEP => {
             let Some(p) = param::<CK_RSA_PKCS_OAEP_PARAMS>(m)? else {
-                return fail_because(CKR_MECHANISM_PARAM_INVALID, "CKM_RSA_PKCS_OAEP needs CK_RSA_PKCS_OAEP_PARAMS");
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_RSA_PKCS_OAEP needs CK_RSA_PKCS_OAEP_PARAMS",
+                );
             };
             let label = match p.source {
                 CKZ_DATA_SPECIFIED => bytes(p.pSourceData as *const u8, p.ulSourceDataLen)?.to_vec(),
                 0 if p.ulSourceDataLen == 0 => vec![],
-                _ => return fail_because(CKR_MECHANISM_PARAM_INVALID, "OAEP source must be CKZ_DATA_SPECIFIED"),
+                _ => {
+                    return fail_because(
+                        CKR_MECHANISM_PARAM_INVALID,
+                        "OAEP source must be CKZ_DATA_SPECIFIED",
+                    )
+                }
             };
-            Mechanism::RsaOaep(OaepParams { hash: param_hash(p.hashAlg)?, mgf: param_mgf(p.mgf)?, label })
+            Mechanism::RsaOaep(OaepParams {
+                hash: param_hash(p.hashAlg)?,
+                mgf: param_mgf(p.mgf)?,
+                label,
+            })
         }
         _ => {
             if let Some(h) = HashAlg::from_digest_mechanism(t) {
@@ -162,20 +203,33 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
                         mgf: param_mgf(p.mgf)?,
                         salt_len: p.sLen as usize,
                     },
-                    (None, Some(h)) => PssParams { hash: h, mgf: h, salt_len: h.output_len() },
+                    (None, Some(h)) => PssParams {
+                        hash: h,
+                        mgf: h,
+                        salt_len: h.output_len(),
+                    },
                     (None, None) => {
-                        return fail_because(CKR_MECHANISM_PARAM_INVALID, "CKM_RSA_PKCS_PSS needs CK_RSA_PKCS_PSS_PARAMS")
+                        return fail_because(
+                            CKR_MECHANISM_PARAM_INVALID,
+                            "CKM_RSA_PKCS_PSS needs CK_RSA_PKCS_PSS_PARAMS",
+                        )
                     }
                 };
                 if prehash.is_some_and(|h| h != params.hash) {
-                    return fail_because(CKR_MECHANISM_PARAM_INVALID, "PSS hashAlg differs from the mechanism's hash");
+                    return fail_because(
+                        CKR_MECHANISM_PARAM_INVALID,
+                        "PSS hashAlg differs from the mechanism's hash",
+                    );
                 }
                 if params.salt_len > 1024 {
                     return fail_because(CKR_MECHANISM_PARAM_INVALID, "PSS salt length out of range");
                 }
                 Mechanism::RsaPss { prehash, params }
             } else {
-                return fail_because(CKR_MECHANISM_INVALID, format!("mechanism 0x{t:x} is not supported"));
+                return fail_because(
+                    CKR_MECHANISM_INVALID,
+                    format!("mechanism 0x{t:x} is not supported"),
+                );
             }
         }
     })

@@ -14,48 +14,53 @@ use std::sync::Arc;
 /// Serialises `C_Initialize` and `C_Finalize` so concurrent callers see exactly one success.
 static INIT_LOCK: Mutex<()> = Mutex::new(());
 
-ck_fn!(fn C_Initialize(init_args: *mut c_void) {
-    if let Some(args) = (init_args as *const CK_C_INITIALIZE_ARGS).as_ref() {
-        if !args.pReserved.is_null() {
-            return fail_because(CKR_ARGUMENTS_BAD, "C_Initialize: pReserved must be NULL");
+ck_fn!(
+    fn C_Initialize(init_args: *mut c_void) {
+        if let Some(args) = (init_args as *const CK_C_INITIALIZE_ARGS).as_ref() {
+            if !args.pReserved.is_null() {
+                return fail_because(CKR_ARGUMENTS_BAD, "C_Initialize: pReserved must be NULL");
+            }
+            let given = [
+                args.CreateMutex.is_some(),
+                args.DestroyMutex.is_some(),
+                args.LockMutex.is_some(),
+                args.UnlockMutex.is_some(),
+            ];
+            if given.iter().any(|g| *g) && !given.iter().all(|g| *g) {
+                return fail_because(
+                    CKR_ARGUMENTS_BAD,
+                    "C_Initialize: give all four mutex functions or none",
+                );
+            }
+            // Native locks are used in every mode: the module is thread-safe whether or not the
+            // application offers its own mutexes, and it never creates threads of its own.
         }
-        let given = [
-            args.CreateMutex.is_some(),
-            args.DestroyMutex.is_some(),
-            args.LockMutex.is_some(),
-            args.UnlockMutex.is_some(),
-        ];
-        if given.iter().any(|g| *g) && !given.iter().all(|g| *g) {
-            return fail_because(CKR_ARGUMENTS_BAD, "C_Initialize: give all four mutex functions or none");
+        let _g = INIT_LOCK.lock_arc_if_not_forked();
+        register_fork_handler();
+        let generation = FORK_GENERATION.load(Ordering::SeqCst);
+        if let Some(old) = STATE.load_full() {
+            if old.1 == generation {
+                return fail(CKR_CRYPTOKI_ALREADY_INITIALIZED);
+            }
+            // State inherited through fork() belongs to the parent; its locks may be held by
+            // threads that do not exist here, so it is abandoned rather than dropped.
+            std::mem::forget(old);
         }
-        // Native locks are used in every mode: the module is thread-safe whether or not the
-        // application offers its own mutexes, and it never creates threads of its own.
+        let config = crate::config::Config::load().map_err(|e| {
+            crate::logging::init(None);
+            log::error!("C_Initialize: {e}");
+            Error(CKR_GENERAL_ERROR)
+        })?;
+        crate::logging::init(Some(&config.log));
+        let store = crate::store::open(&config).map_err(|e| {
+            log::error!("C_Initialize: {e}");
+            Error(CKR_GENERAL_ERROR)
+        })?;
+        STATE.store(Some(Arc::new((Library::new(store), generation))));
+        log::debug!("C_Initialize: ready");
+        Ok(())
     }
-    let _g = INIT_LOCK.lock_arc_if_not_forked();
-    register_fork_handler();
-    let generation = FORK_GENERATION.load(Ordering::SeqCst);
-    if let Some(old) = STATE.load_full() {
-        if old.1 == generation {
-            return fail(CKR_CRYPTOKI_ALREADY_INITIALIZED);
-        }
-        // State inherited through fork() belongs to the parent; its locks may be held by
-        // threads that do not exist here, so it is abandoned rather than dropped.
-        std::mem::forget(old);
-    }
-    let config = crate::config::Config::load().map_err(|e| {
-        crate::logging::init(None);
-        log::error!("C_Initialize: {e}");
-        Error(CKR_GENERAL_ERROR)
-    })?;
-    crate::logging::init(Some(&config.log));
-    let store = crate::store::open(&config).map_err(|e| {
-        log::error!("C_Initialize: {e}");
-        Error(CKR_GENERAL_ERROR)
-    })?;
-    STATE.store(Some(Arc::new((Library::new(store), generation))));
-    log::debug!("C_Initialize: ready");
-    Ok(())
-});
+);
 
 /// After fork() the lock may be held by a parent thread that does not exist in the child.
 trait ForkSafeLock {
@@ -72,69 +77,88 @@ impl ForkSafeLock for Mutex<()> {
     }
 }
 
-ck_fn!(fn C_Finalize(reserved: *mut c_void) {
-    if !reserved.is_null() {
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_Finalize(reserved: *mut c_void) {
+        if !reserved.is_null() {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        let _g = INIT_LOCK.lock_arc_if_not_forked();
+        lib()?;
+        STATE.store(None);
+        Ok(())
     }
-    let _g = INIT_LOCK.lock_arc_if_not_forked();
-    lib()?;
-    STATE.store(None);
-    Ok(())
-});
+);
 
-ck_fn!(fn C_GetInfo(info: *mut CK_INFO) {
-    lib()?;
-    let info = out(info)?;
-    info.cryptokiVersion = CK_VERSION { major: 2, minor: 40 };
-    info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
-    info.flags = 0;
-    info.libraryDescription = padded(token::LIBRARY_DESCRIPTION.as_bytes());
-    info.libraryVersion = CK_VERSION { major: token::VERSION_MAJOR, minor: token::VERSION_MINOR };
-    Ok(())
-});
-
-ck_fn!(fn C_GetFunctionList(list: *mut *mut CK_FUNCTION_LIST) {
-    let list = out(list)?;
-    *list = &raw mut super::function_list::FUNCTION_LIST_2_40;
-    Ok(())
-});
-
-ck_fn!(fn C_SeedRandom(session: CK_SESSION_HANDLE, seed: *mut CK_BYTE, len: CK_ULONG) {
-    lib()?.0.session(session)?;
-    bytes(seed, len)?;
-    // The OS generator needs no seed; mixing caller data in could only weaken it.
-    Ok(())
-});
-
-ck_fn!(fn C_GenerateRandom(session: CK_SESSION_HANDLE, buf: *mut CK_BYTE, len: CK_ULONG) {
-    lib()?.0.session(session)?;
-    if buf.is_null() {
-        return if len == 0 { Ok(()) } else { fail(CKR_ARGUMENTS_BAD) };
+ck_fn!(
+    fn C_GetInfo(info: *mut CK_INFO) {
+        lib()?;
+        let info = out(info)?;
+        info.cryptokiVersion = CK_VERSION { major: 2, minor: 40 };
+        info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
+        info.flags = 0;
+        info.libraryDescription = padded(token::LIBRARY_DESCRIPTION.as_bytes());
+        info.libraryVersion = CK_VERSION {
+            major: token::VERSION_MAJOR,
+            minor: token::VERSION_MINOR,
+        };
+        Ok(())
     }
-    let buf = std::slice::from_raw_parts_mut(buf, len as usize);
-    getrandom::fill(buf).map_err(|_| Error(CKR_FUNCTION_FAILED))
-});
+);
 
-ck_fn!(fn C_GetFunctionStatus(session: CK_SESSION_HANDLE) {
-    lib()?.0.session(session)?;
-    fail(CKR_FUNCTION_NOT_PARALLEL)
-});
-
-ck_fn!(fn C_CancelFunction(session: CK_SESSION_HANDLE) {
-    lib()?.0.session(session)?;
-    fail(CKR_FUNCTION_NOT_PARALLEL)
-});
-
-ck_fn!(fn C_WaitForSlotEvent(flags: CK_FLAGS, slot: *mut CK_SLOT_ID, reserved: *mut c_void) {
-    lib()?;
-    out(slot)?;
-    if !reserved.is_null() {
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_GetFunctionList(list: *mut *mut CK_FUNCTION_LIST) {
+        let list = out(list)?;
+        *list = &raw mut super::function_list::FUNCTION_LIST_2_40;
+        Ok(())
     }
-    // Software slots have no insertion events.
-    if flags & CKF_DONT_BLOCK != 0 {
-        fail(CKR_NO_EVENT)
-    } else {
-        fail(CKR_FUNCTION_NOT_SUPPORTED)
+);
+
+ck_fn!(
+    fn C_SeedRandom(session: CK_SESSION_HANDLE, seed: *mut CK_BYTE, len: CK_ULONG) {
+        lib()?.0.session(session)?;
+        bytes(seed, len)?;
+        // The OS generator needs no seed; mixing caller data in could only weaken it.
+        Ok(())
     }
-});
+);
+
+ck_fn!(
+    fn C_GenerateRandom(session: CK_SESSION_HANDLE, buf: *mut CK_BYTE, len: CK_ULONG) {
+        lib()?.0.session(session)?;
+        if buf.is_null() {
+            return if len == 0 { Ok(()) } else { fail(CKR_ARGUMENTS_BAD) };
+        }
+        let buf = std::slice::from_raw_parts_mut(buf, len as usize);
+        getrandom::fill(buf).map_err(|_| Error(CKR_FUNCTION_FAILED))
+    }
+);
+
+ck_fn!(
+    fn C_GetFunctionStatus(session: CK_SESSION_HANDLE) {
+        lib()?.0.session(session)?;
+        fail(CKR_FUNCTION_NOT_PARALLEL)
+    }
+);
+
+ck_fn!(
+    fn C_CancelFunction(session: CK_SESSION_HANDLE) {
+        lib()?.0.session(session)?;
+        fail(CKR_FUNCTION_NOT_PARALLEL)
+    }
+);
+
+ck_fn!(
+    fn C_WaitForSlotEvent(flags: CK_FLAGS, slot: *mut CK_SLOT_ID, reserved: *mut c_void) {
+        lib()?;
+        out(slot)?;
+        if !reserved.is_null() {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        // Software slots have no insertion events.
+        if flags & CKF_DONT_BLOCK != 0 {
+            fail(CKR_NO_EVENT)
+        } else {
+            fail(CKR_FUNCTION_NOT_SUPPORTED)
+        }
+    }
+);

@@ -31,48 +31,52 @@ fn version_of(i: usize) -> CK_VERSION {
     unsafe { *(INTERFACES[i].pFunctionList as *const CK_VERSION) }
 }
 
-ck_fn!(fn C_GetInterfaceList(list: *mut CK_INTERFACE, count: *mut CK_ULONG) {
-    let count = out(count)?;
-    if list.is_null() {
+ck_fn!(
+    fn C_GetInterfaceList(list: *mut CK_INTERFACE, count: *mut CK_ULONG) {
+        let count = out(count)?;
+        if list.is_null() {
+            *count = COUNT as CK_ULONG;
+            return Ok(());
+        }
+        if (*count as usize) < COUNT {
+            *count = COUNT as CK_ULONG;
+            return fail(CKR_BUFFER_TOO_SMALL);
+        }
+        let src = &raw const INTERFACES as *const CK_INTERFACE;
+        std::ptr::copy_nonoverlapping(src, list, COUNT);
         *count = COUNT as CK_ULONG;
-        return Ok(());
+        Ok(())
     }
-    if (*count as usize) < COUNT {
-        *count = COUNT as CK_ULONG;
-        return fail(CKR_BUFFER_TOO_SMALL);
-    }
-    let src = &raw const INTERFACES as *const CK_INTERFACE;
-    std::ptr::copy_nonoverlapping(src, list, COUNT);
-    *count = COUNT as CK_ULONG;
-    Ok(())
-});
+);
 
-ck_fn!(fn C_GetInterface(
-    name: *mut CK_UTF8CHAR,
-    version: *mut CK_VERSION,
-    interface: *mut *mut CK_INTERFACE,
-    flags: CK_FLAGS,
-) {
-    let interface = out(interface)?;
-    if !name.is_null() {
-        let given = std::ffi::CStr::from_ptr(name as *const std::ffi::c_char);
-        if given.to_bytes_with_nul() != NAME {
+ck_fn!(
+    fn C_GetInterface(
+        name: *mut CK_UTF8CHAR,
+        version: *mut CK_VERSION,
+        interface: *mut *mut CK_INTERFACE,
+        flags: CK_FLAGS,
+    ) {
+        let interface = out(interface)?;
+        if !name.is_null() {
+            let given = std::ffi::CStr::from_ptr(name as *const std::ffi::c_char);
+            if given.to_bytes_with_nul() != NAME {
+                return fail(CKR_ARGUMENTS_BAD);
+            }
+        }
+        let wanted = version.as_ref();
+        let index = (0..COUNT)
+            .find(|&i| {
+                wanted.is_none_or(|v| {
+                    let have = version_of(i);
+                    have.major == v.major && have.minor == v.minor
+                })
+            })
+            .ok_or(Error(CKR_ARGUMENTS_BAD))?;
+        let base = &raw mut INTERFACES as *mut CK_INTERFACE;
+        if flags & !(*base.add(index)).flags != 0 {
             return fail(CKR_ARGUMENTS_BAD);
         }
+        *interface = base.add(index);
+        Ok(())
     }
-    let wanted = version.as_ref();
-    let index = (0..COUNT)
-        .find(|&i| {
-            wanted.is_none_or(|v| {
-                let have = version_of(i);
-                have.major == v.major && have.minor == v.minor
-            })
-        })
-        .ok_or(Error(CKR_ARGUMENTS_BAD))?;
-    let base = &raw mut INTERFACES as *mut CK_INTERFACE;
-    if flags & !(*base.add(index)).flags != 0 {
-        return fail(CKR_ARGUMENTS_BAD);
-    }
-    *interface = base.add(index);
-    Ok(())
-});
+);

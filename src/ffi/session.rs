@@ -6,86 +6,106 @@ use crate::error::fail;
 use cryptoki_sys::*;
 use std::ffi::c_void;
 
-ck_fn!(fn C_OpenSession(
-    slot: CK_SLOT_ID,
-    flags: CK_FLAGS,
-    _application: *mut c_void,
-    _notify: CK_NOTIFY,
-    session: *mut CK_SESSION_HANDLE,
-) {
-    let l = lib()?;
-    let session = out(session)?;
-    *session = l.0.open_session(slot, flags)?;
-    Ok(())
-});
-
-ck_fn!(fn C_CloseSession(session: CK_SESSION_HANDLE) {
-    lib()?.0.close_session(session)
-});
-
-ck_fn!(fn C_CloseAllSessions(slot: CK_SLOT_ID) {
-    lib()?.0.close_all_sessions(slot)
-});
-
-ck_fn!(fn C_GetSessionInfo(session: CK_SESSION_HANDLE, info: *mut CK_SESSION_INFO) {
-    let l = lib()?;
-    let info = out(info)?;
-    let s = l.0.session(session)?;
-    let s = s.lock();
-    info.slotID = s.token.slot_id;
-    info.state = s.state();
-    info.flags = CKF_SERIAL_SESSION | if s.rw { CKF_RW_SESSION } else { 0 };
-    info.ulDeviceError = 0;
-    Ok(())
-});
-
-ck_fn!(fn C_GetOperationState(session: CK_SESSION_HANDLE, _state: *mut CK_BYTE, len: *mut CK_ULONG) {
-    lib()?.0.session(session)?;
-    out(len)?;
-    // Saved state would carry key material out of the token; refuse as the spec allows.
-    fail(CKR_STATE_UNSAVEABLE)
-});
-
-ck_fn!(fn C_SetOperationState(
-    session: CK_SESSION_HANDLE,
-    _state: *mut CK_BYTE,
-    _len: CK_ULONG,
-    _enc_key: CK_OBJECT_HANDLE,
-    _auth_key: CK_OBJECT_HANDLE,
-) {
-    lib()?.0.session(session)?;
-    fail(CKR_SAVED_STATE_INVALID)
-});
-
-ck_fn!(fn C_Login(session: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: *mut CK_UTF8CHAR, len: CK_ULONG) {
-    let l = lib()?;
-    if pin.is_null() {
-        // Protected authentication paths do not exist on a software token.
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_OpenSession(
+        slot: CK_SLOT_ID,
+        flags: CK_FLAGS,
+        _application: *mut c_void,
+        _notify: CK_NOTIFY,
+        session: *mut CK_SESSION_HANDLE,
+    ) {
+        let l = lib()?;
+        let session = out(session)?;
+        *session = l.0.open_session(slot, flags)?;
+        Ok(())
     }
-    l.0.login(session, user, bytes(pin, len)?)
-});
+);
 
-ck_fn!(fn C_LoginUser(
-    session: CK_SESSION_HANDLE,
-    user: CK_USER_TYPE,
-    pin: *mut CK_UTF8CHAR,
-    len: CK_ULONG,
-    _username: *mut CK_UTF8CHAR,
-    _username_len: CK_ULONG,
-) {
-    let l = lib()?;
-    if pin.is_null() {
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_CloseSession(session: CK_SESSION_HANDLE) {
+        lib()?.0.close_session(session)
     }
-    // One user per token: the user name carries no meaning here.
-    l.0.login(session, user, bytes(pin, len)?)
-});
+);
 
-ck_fn!(fn C_Logout(session: CK_SESSION_HANDLE) {
-    lib()?.0.logout(session)
-});
+ck_fn!(
+    fn C_CloseAllSessions(slot: CK_SLOT_ID) {
+        lib()?.0.close_all_sessions(slot)
+    }
+);
 
-ck_fn!(fn C_SessionCancel(session: CK_SESSION_HANDLE, _flags: CK_FLAGS) {
-    lib()?.0.cancel(session)
-});
+ck_fn!(
+    fn C_GetSessionInfo(session: CK_SESSION_HANDLE, info: *mut CK_SESSION_INFO) {
+        let l = lib()?;
+        let info = out(info)?;
+        let s = l.0.session(session)?;
+        let s = s.lock();
+        info.slotID = s.token.slot_id;
+        info.state = s.state();
+        info.flags = CKF_SERIAL_SESSION | if s.rw { CKF_RW_SESSION } else { 0 };
+        info.ulDeviceError = 0;
+        Ok(())
+    }
+);
+
+ck_fn!(
+    fn C_GetOperationState(session: CK_SESSION_HANDLE, _state: *mut CK_BYTE, len: *mut CK_ULONG) {
+        lib()?.0.session(session)?;
+        out(len)?;
+        // Saved state would carry key material out of the token; refuse as the spec allows.
+        fail(CKR_STATE_UNSAVEABLE)
+    }
+);
+
+ck_fn!(
+    fn C_SetOperationState(
+        session: CK_SESSION_HANDLE,
+        _state: *mut CK_BYTE,
+        _len: CK_ULONG,
+        _enc_key: CK_OBJECT_HANDLE,
+        _auth_key: CK_OBJECT_HANDLE,
+    ) {
+        lib()?.0.session(session)?;
+        fail(CKR_SAVED_STATE_INVALID)
+    }
+);
+
+ck_fn!(
+    fn C_Login(session: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: *mut CK_UTF8CHAR, len: CK_ULONG) {
+        let l = lib()?;
+        if pin.is_null() {
+            // Protected authentication paths do not exist on a software token.
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        l.0.login(session, user, bytes(pin, len)?)
+    }
+);
+
+ck_fn!(
+    fn C_LoginUser(
+        session: CK_SESSION_HANDLE,
+        user: CK_USER_TYPE,
+        pin: *mut CK_UTF8CHAR,
+        len: CK_ULONG,
+        _username: *mut CK_UTF8CHAR,
+        _username_len: CK_ULONG,
+    ) {
+        let l = lib()?;
+        if pin.is_null() {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        // One user per token: the user name carries no meaning here.
+        l.0.login(session, user, bytes(pin, len)?)
+    }
+);
+
+ck_fn!(
+    fn C_Logout(session: CK_SESSION_HANDLE) {
+        lib()?.0.logout(session)
+    }
+);
+
+ck_fn!(
+    fn C_SessionCancel(session: CK_SESSION_HANDLE, _flags: CK_FLAGS) {
+        lib()?.0.cancel(session)
+    }
+);

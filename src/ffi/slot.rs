@@ -8,83 +8,111 @@ use crate::store::{MAX_PIN_LEN, MIN_PIN_LEN};
 use crate::token::{self, LoginState};
 use cryptoki_sys::*;
 
-ck_fn!(fn C_GetSlotList(token_present: CK_BBOOL, list: *mut CK_SLOT_ID, count: *mut CK_ULONG) {
-    let l = lib()?;
-    let count = out(count)?;
-    let slots = l.0.slot_list(token_present != 0)?;
-    if !list.is_null() {
-        if (*count as usize) < slots.len() {
-            *count = slots.len() as CK_ULONG;
-            return fail(CKR_BUFFER_TOO_SMALL);
-        }
-        std::ptr::copy_nonoverlapping(slots.as_ptr(), list, slots.len());
-    }
-    *count = slots.len() as CK_ULONG;
-    Ok(())
-});
-
-ck_fn!(fn C_GetSlotInfo(slot: CK_SLOT_ID, info: *mut CK_SLOT_INFO) {
-    let l = lib()?;
-    let info = out(info)?;
-    l.0.token(slot)?;
-    info.slotDescription = padded(format!("ferrohsm slot {slot}").as_bytes());
-    info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
-    info.flags = CKF_TOKEN_PRESENT;
-    info.hardwareVersion = CK_VERSION { major: token::VERSION_MAJOR, minor: token::VERSION_MINOR };
-    info.firmwareVersion = CK_VERSION { major: token::VERSION_MAJOR, minor: token::VERSION_MINOR };
-    Ok(())
-});
-
-ck_fn!(fn C_GetTokenInfo(slot: CK_SLOT_ID, info: *mut CK_TOKEN_INFO) {
-    let l = lib()?;
-    let info = out(info)?;
-    let t = l.0.token_info(slot)?;
-    let mut flags = CKF_RNG | CKF_LOGIN_REQUIRED | CKF_CLOCK_ON_TOKEN;
-    match &t.record {
-        Some(r) => {
-            flags |= CKF_TOKEN_INITIALIZED;
-            if r.user_pin_initialized {
-                flags |= CKF_USER_PIN_INITIALIZED;
+ck_fn!(
+    fn C_GetSlotList(token_present: CK_BBOOL, list: *mut CK_SLOT_ID, count: *mut CK_ULONG) {
+        let l = lib()?;
+        let count = out(count)?;
+        let slots = l.0.slot_list(token_present != 0)?;
+        if !list.is_null() {
+            if (*count as usize) < slots.len() {
+                *count = slots.len() as CK_ULONG;
+                return fail(CKR_BUFFER_TOO_SMALL);
             }
-            for (pin, low, last, locked) in [
-                (r.user_pin, CKF_USER_PIN_COUNT_LOW, CKF_USER_PIN_FINAL_TRY, CKF_USER_PIN_LOCKED),
-                (r.so_pin, CKF_SO_PIN_COUNT_LOW, CKF_SO_PIN_FINAL_TRY, CKF_SO_PIN_LOCKED),
-            ] {
-                if pin.locked {
-                    flags |= locked;
-                } else if pin.failures + 1 == r.max_failures {
-                    flags |= last | low;
-                } else if pin.failures > 0 {
-                    flags |= low;
+            std::ptr::copy_nonoverlapping(slots.as_ptr(), list, slots.len());
+        }
+        *count = slots.len() as CK_ULONG;
+        Ok(())
+    }
+);
+
+ck_fn!(
+    fn C_GetSlotInfo(slot: CK_SLOT_ID, info: *mut CK_SLOT_INFO) {
+        let l = lib()?;
+        let info = out(info)?;
+        l.0.token(slot)?;
+        info.slotDescription = padded(format!("ferrohsm slot {slot}").as_bytes());
+        info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
+        info.flags = CKF_TOKEN_PRESENT;
+        info.hardwareVersion = CK_VERSION {
+            major: token::VERSION_MAJOR,
+            minor: token::VERSION_MINOR,
+        };
+        info.firmwareVersion = CK_VERSION {
+            major: token::VERSION_MAJOR,
+            minor: token::VERSION_MINOR,
+        };
+        Ok(())
+    }
+);
+
+ck_fn!(
+    fn C_GetTokenInfo(slot: CK_SLOT_ID, info: *mut CK_TOKEN_INFO) {
+        let l = lib()?;
+        let info = out(info)?;
+        let t = l.0.token_info(slot)?;
+        let mut flags = CKF_RNG | CKF_LOGIN_REQUIRED | CKF_CLOCK_ON_TOKEN;
+        match &t.record {
+            Some(r) => {
+                flags |= CKF_TOKEN_INITIALIZED;
+                if r.user_pin_initialized {
+                    flags |= CKF_USER_PIN_INITIALIZED;
                 }
+                for (pin, low, last, locked) in [
+                    (
+                        r.user_pin,
+                        CKF_USER_PIN_COUNT_LOW,
+                        CKF_USER_PIN_FINAL_TRY,
+                        CKF_USER_PIN_LOCKED,
+                    ),
+                    (
+                        r.so_pin,
+                        CKF_SO_PIN_COUNT_LOW,
+                        CKF_SO_PIN_FINAL_TRY,
+                        CKF_SO_PIN_LOCKED,
+                    ),
+                ] {
+                    if pin.locked {
+                        flags |= locked;
+                    } else if pin.failures + 1 == r.max_failures {
+                        flags |= last | low;
+                    } else if pin.failures > 0 {
+                        flags |= low;
+                    }
+                }
+                info.label = padded(&r.label);
+                info.serialNumber = padded(&r.serial);
             }
-            info.label = padded(&r.label);
-            info.serialNumber = padded(&r.serial);
+            None => {
+                info.label = padded(b"");
+                info.serialNumber = padded(b"");
+            }
         }
-        None => {
-            info.label = padded(b"");
-            info.serialNumber = padded(b"");
-        }
+        info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
+        info.model = padded(token::MODEL.as_bytes());
+        info.flags = flags;
+        info.ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
+        info.ulSessionCount = t.sessions as CK_ULONG;
+        info.ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
+        info.ulRwSessionCount = t.rw_sessions as CK_ULONG;
+        info.ulMaxPinLen = MAX_PIN_LEN as CK_ULONG;
+        info.ulMinPinLen = MIN_PIN_LEN as CK_ULONG;
+        info.ulTotalPublicMemory = CK_UNAVAILABLE_INFORMATION;
+        info.ulFreePublicMemory = CK_UNAVAILABLE_INFORMATION;
+        info.ulTotalPrivateMemory = CK_UNAVAILABLE_INFORMATION;
+        info.ulFreePrivateMemory = CK_UNAVAILABLE_INFORMATION;
+        info.hardwareVersion = CK_VERSION {
+            major: token::VERSION_MAJOR,
+            minor: token::VERSION_MINOR,
+        };
+        info.firmwareVersion = CK_VERSION {
+            major: token::VERSION_MAJOR,
+            minor: token::VERSION_MINOR,
+        };
+        info.utcTime = utc_time();
+        let _ = t.login == LoginState::Public;
+        Ok(())
     }
-    info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
-    info.model = padded(token::MODEL.as_bytes());
-    info.flags = flags;
-    info.ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
-    info.ulSessionCount = t.sessions as CK_ULONG;
-    info.ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
-    info.ulRwSessionCount = t.rw_sessions as CK_ULONG;
-    info.ulMaxPinLen = MAX_PIN_LEN as CK_ULONG;
-    info.ulMinPinLen = MIN_PIN_LEN as CK_ULONG;
-    info.ulTotalPublicMemory = CK_UNAVAILABLE_INFORMATION;
-    info.ulFreePublicMemory = CK_UNAVAILABLE_INFORMATION;
-    info.ulTotalPrivateMemory = CK_UNAVAILABLE_INFORMATION;
-    info.ulFreePrivateMemory = CK_UNAVAILABLE_INFORMATION;
-    info.hardwareVersion = CK_VERSION { major: token::VERSION_MAJOR, minor: token::VERSION_MINOR };
-    info.firmwareVersion = CK_VERSION { major: token::VERSION_MAJOR, minor: token::VERSION_MINOR };
-    info.utcTime = utc_time();
-    let _ = t.login == LoginState::Public;
-    Ok(())
-});
+);
 
 /// The current UTC time as `YYYYMMDDhhmmss00`.
 fn utc_time() -> [u8; 16] {
@@ -102,62 +130,77 @@ fn utc_time() -> [u8; 16] {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + (m <= 2) as i64;
-    let s = format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}00", rem / 3600, rem % 3600 / 60, rem % 60);
+    let s = format!(
+        "{y:04}{m:02}{d:02}{:02}{:02}{:02}00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
     padded(s.as_bytes())
 }
 
-ck_fn!(fn C_GetMechanismList(slot: CK_SLOT_ID, list: *mut CK_MECHANISM_TYPE, count: *mut CK_ULONG) {
-    let l = lib()?;
-    let count = out(count)?;
-    l.0.token(slot)?;
-    let mechs: Vec<_> = mechanism::mechanism_list().into_iter().map(|(m, _)| m).collect();
-    if !list.is_null() {
-        if (*count as usize) < mechs.len() {
-            *count = mechs.len() as CK_ULONG;
-            return fail(CKR_BUFFER_TOO_SMALL);
+ck_fn!(
+    fn C_GetMechanismList(slot: CK_SLOT_ID, list: *mut CK_MECHANISM_TYPE, count: *mut CK_ULONG) {
+        let l = lib()?;
+        let count = out(count)?;
+        l.0.token(slot)?;
+        let mechs: Vec<_> = mechanism::mechanism_list().into_iter().map(|(m, _)| m).collect();
+        if !list.is_null() {
+            if (*count as usize) < mechs.len() {
+                *count = mechs.len() as CK_ULONG;
+                return fail(CKR_BUFFER_TOO_SMALL);
+            }
+            std::ptr::copy_nonoverlapping(mechs.as_ptr(), list, mechs.len());
         }
-        std::ptr::copy_nonoverlapping(mechs.as_ptr(), list, mechs.len());
+        *count = mechs.len() as CK_ULONG;
+        Ok(())
     }
-    *count = mechs.len() as CK_ULONG;
-    Ok(())
-});
+);
 
-ck_fn!(fn C_GetMechanismInfo(slot: CK_SLOT_ID, mech: CK_MECHANISM_TYPE, info: *mut CK_MECHANISM_INFO) {
-    let l = lib()?;
-    let info = out(info)?;
-    l.0.token(slot)?;
-    *info = mechanism::mechanism_info(mech).ok_or(Error(CKR_MECHANISM_INVALID))?;
-    Ok(())
-});
-
-ck_fn!(fn C_InitToken(slot: CK_SLOT_ID, pin: *mut CK_UTF8CHAR, pin_len: CK_ULONG, label: *mut CK_UTF8CHAR) {
-    let l = lib()?;
-    if pin.is_null() || label.is_null() {
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_GetMechanismInfo(slot: CK_SLOT_ID, mech: CK_MECHANISM_TYPE, info: *mut CK_MECHANISM_INFO) {
+        let l = lib()?;
+        let info = out(info)?;
+        l.0.token(slot)?;
+        *info = mechanism::mechanism_info(mech).ok_or(Error(CKR_MECHANISM_INVALID))?;
+        Ok(())
     }
-    let pin = bytes(pin, pin_len)?;
-    let label: [u8; 32] = *(label as *const [u8; 32]);
-    l.0.init_token(slot, pin, &label)
-});
+);
 
-ck_fn!(fn C_InitPIN(session: CK_SESSION_HANDLE, pin: *mut CK_UTF8CHAR, len: CK_ULONG) {
-    let l = lib()?;
-    if pin.is_null() {
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_InitToken(slot: CK_SLOT_ID, pin: *mut CK_UTF8CHAR, pin_len: CK_ULONG, label: *mut CK_UTF8CHAR) {
+        let l = lib()?;
+        if pin.is_null() || label.is_null() {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        let pin = bytes(pin, pin_len)?;
+        let label: [u8; 32] = *(label as *const [u8; 32]);
+        l.0.init_token(slot, pin, &label)
     }
-    l.0.init_pin(session, bytes(pin, len)?)
-});
+);
 
-ck_fn!(fn C_SetPIN(
-    session: CK_SESSION_HANDLE,
-    old: *mut CK_UTF8CHAR,
-    old_len: CK_ULONG,
-    new: *mut CK_UTF8CHAR,
-    new_len: CK_ULONG,
-) {
-    let l = lib()?;
-    if old.is_null() || new.is_null() {
-        return fail(CKR_ARGUMENTS_BAD);
+ck_fn!(
+    fn C_InitPIN(session: CK_SESSION_HANDLE, pin: *mut CK_UTF8CHAR, len: CK_ULONG) {
+        let l = lib()?;
+        if pin.is_null() {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        l.0.init_pin(session, bytes(pin, len)?)
     }
-    l.0.set_pin(session, bytes(old, old_len)?, bytes(new, new_len)?)
-});
+);
+
+ck_fn!(
+    fn C_SetPIN(
+        session: CK_SESSION_HANDLE,
+        old: *mut CK_UTF8CHAR,
+        old_len: CK_ULONG,
+        new: *mut CK_UTF8CHAR,
+        new_len: CK_ULONG,
+    ) {
+        let l = lib()?;
+        if old.is_null() || new.is_null() {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        l.0.set_pin(session, bytes(old, old_len)?, bytes(new, new_len)?)
+    }
+);

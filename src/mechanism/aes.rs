@@ -7,9 +7,15 @@ use aes_kw::{KwAes128, KwAes192, KwAes256, KwpAes128, KwpAes192, KwpAes256};
 pub fn check_value(key: &[u8]) -> Vec<u8> {
     let mut block = aes::Block::default();
     match key.len() {
-        16 => aes::Aes128::new_from_slice(key).map(|c| c.encrypt_block(&mut block)).ok(),
-        24 => aes::Aes192::new_from_slice(key).map(|c| c.encrypt_block(&mut block)).ok(),
-        32 => aes::Aes256::new_from_slice(key).map(|c| c.encrypt_block(&mut block)).ok(),
+        16 => aes::Aes128::new_from_slice(key)
+            .map(|c| c.encrypt_block(&mut block))
+            .ok(),
+        24 => aes::Aes192::new_from_slice(key)
+            .map(|c| c.encrypt_block(&mut block))
+            .ok(),
+        32 => aes::Aes256::new_from_slice(key)
+            .map(|c| c.encrypt_block(&mut block))
+            .ok(),
         _ => None,
     };
     block[..3].to_vec()
@@ -18,9 +24,15 @@ pub fn check_value(key: &[u8]) -> Vec<u8> {
 macro_rules! by_key_len {
     ($kek:expr, $buf:expr, $data:expr, $t128:ty, $t192:ty, $t256:ty, $op:ident) => {
         match $kek.len() {
-            16 => <$t128>::new_from_slice($kek).ok().and_then(|k| k.$op($data, $buf).ok().map(|r| r.to_vec())),
-            24 => <$t192>::new_from_slice($kek).ok().and_then(|k| k.$op($data, $buf).ok().map(|r| r.to_vec())),
-            32 => <$t256>::new_from_slice($kek).ok().and_then(|k| k.$op($data, $buf).ok().map(|r| r.to_vec())),
+            16 => <$t128>::new_from_slice($kek)
+                .ok()
+                .and_then(|k| k.$op($data, $buf).ok().map(|r| r.to_vec())),
+            24 => <$t192>::new_from_slice($kek)
+                .ok()
+                .and_then(|k| k.$op($data, $buf).ok().map(|r| r.to_vec())),
+            32 => <$t256>::new_from_slice($kek)
+                .ok()
+                .and_then(|k| k.$op($data, $buf).ok().map(|r| r.to_vec())),
             _ => None,
         }
     };
@@ -32,7 +44,7 @@ pub fn wrap(kek: &[u8], key: &[u8], pad: bool) -> Option<Vec<u8>> {
     if pad {
         by_key_len!(kek, &mut buf, key, KwpAes128, KwpAes192, KwpAes256, wrap_key)
     } else {
-        if key.len() % 8 != 0 || key.len() < 16 {
+        if !key.len().is_multiple_of(8) || key.len() < 16 {
             return None;
         }
         by_key_len!(kek, &mut buf, key, KwAes128, KwAes192, KwAes256, wrap_key)

@@ -1,10 +1,10 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
 //! Rust values, and the RSA schemes built on the engine. No C pointers here.
 
-pub mod hash;
-pub mod rsa_pad;
 pub mod aes;
+pub mod hash;
 pub mod rsa;
+pub mod rsa_pad;
 
 use cryptoki_sys::*;
 pub use hash::{HashAlg, Hasher};
@@ -53,9 +53,7 @@ impl Mechanism {
             Mechanism::RsaPkcs => CKM_RSA_PKCS,
             Mechanism::RsaX509 => CKM_RSA_X_509,
             Mechanism::RsaPss { prehash: None, .. } => CKM_RSA_PKCS_PSS,
-            Mechanism::RsaPss {
-                prehash: Some(h), ..
-            } => hash_pss_mechanism(*h).unwrap_or(CKM_RSA_PKCS_PSS),
+            Mechanism::RsaPss { prehash: Some(h), .. } => hash_pss_mechanism(*h).unwrap_or(CKM_RSA_PKCS_PSS),
             Mechanism::HashRsaPkcs(h) => hash_pkcs_mechanism(*h).unwrap_or(CKM_RSA_PKCS),
             Mechanism::RsaOaep(_) => CKM_RSA_PKCS_OAEP,
             Mechanism::Digest(h) => digest_mechanism(*h),

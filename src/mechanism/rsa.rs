@@ -35,7 +35,9 @@ fn signature_block(mech: &Mechanism, k: usize, bits: usize, input: &[u8]) -> Res
             rsa_pad::pkcs1_sign_encode(&t, k)
         }
         Mechanism::RsaX509 => {
-            return left_pad(input, k).map(|v| v.to_vec()).ok_or(Error(CKR_DATA_LEN_RANGE))
+            return left_pad(input, k)
+                .map(|v| v.to_vec())
+                .ok_or(Error(CKR_DATA_LEN_RANGE))
         }
         Mechanism::RsaPss { params, .. } => {
             if input.len() != params.hash.output_len() {
@@ -112,8 +114,7 @@ pub fn encrypt(mech: &Mechanism, key: &PublicKey, data: &[u8]) -> Result<Vec<u8>
         _ => return fail(CKR_MECHANISM_INVALID),
     }
     .map_err(|_| Error(CKR_DATA_LEN_RANGE))?;
-    key.public_op(&block)
-        .map_err(|e| engine_err(e, CKR_DATA_INVALID))
+    key.public_op(&block).map_err(|e| engine_err(e, CKR_DATA_INVALID))
 }
 
 pub fn decrypt(mech: &Mechanism, key: &PreparedKey, ciphertext: &[u8]) -> Result<Zeroizing<Vec<u8>>> {

@@ -308,7 +308,10 @@ mod tests {
     #[test]
     fn oaep_roundtrip_and_label() {
         let em = oaep_encode(b"m", 256, HashAlg::Sha256, HashAlg::Sha1, b"L").unwrap();
-        assert_eq!(&oaep_decode(&em, HashAlg::Sha256, HashAlg::Sha1, b"L").unwrap()[..], b"m");
+        assert_eq!(
+            &oaep_decode(&em, HashAlg::Sha256, HashAlg::Sha1, b"L").unwrap()[..],
+            b"m"
+        );
         assert!(oaep_decode(&em, HashAlg::Sha256, HashAlg::Sha1, b"X").is_err());
     }
 

@@ -89,7 +89,13 @@ pub fn wrap_with(token_key: &Key, pin_key: &Key, salt: &[u8], p: KdfParams, aad:
     let nonce: [u8; NONCE_LEN] = random();
     let ct = Aes256Gcm::new_from_slice(&pin_key[..])
         .expect("32-byte key")
-        .encrypt((&nonce).into(), Payload { msg: &token_key[..], aad })
+        .encrypt(
+            (&nonce).into(),
+            Payload {
+                msg: &token_key[..],
+                aad,
+            },
+        )
         .expect("AES-GCM encryption");
     let mut out = vec![WRAP_VERSION];
     out.extend_from_slice(salt);
@@ -123,7 +129,8 @@ pub fn open(key: &Key, sealed: &[u8], aad: &[u8]) -> Option<Zeroizing<Vec<u8>>> 
 
 /// Keyed hash of a lookup value of a private object, so it can be indexed without clear text.
 pub fn lookup_hash(token_key: &Key, attr: u64, value: &[u8]) -> Vec<u8> {
-    let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&token_key[..]).expect("any key length");
+    let mut m =
+        <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&token_key[..]).expect("any key length");
     m.update(b"ferrohsm lookup");
     m.update(&attr.to_be_bytes());
     m.update(value);

@@ -79,7 +79,13 @@ fn pin_check(rec: &mut PinState, max: u32, ok: bool) -> Result<()> {
 
 impl Store for MemoryStore {
     fn tokens(&self) -> Result<Vec<TokenRecord>> {
-        Ok(self.inner.lock().tokens.values().map(|t| t.record.clone()).collect())
+        Ok(self
+            .inner
+            .lock()
+            .tokens
+            .values()
+            .map(|t| t.record.clone())
+            .collect())
     }
 
     fn free_slot_id(&self) -> Result<CK_SLOT_ID> {
@@ -103,7 +109,10 @@ impl Store for MemoryStore {
         }
         let free = g.tokens.keys().next_back().map_or(0, |k| k + 1);
         if slot_id != free {
-            return fail_because(CKR_SLOT_ID_INVALID, format!("slot {slot_id} is not the free slot"));
+            return fail_because(
+                CKR_SLOT_ID_INVALID,
+                format!("slot {slot_id} is not the free slot"),
+            );
         }
         g.next_serial += 1;
         let mut serial = [b'0'; 16];
@@ -135,7 +144,10 @@ impl Store for MemoryStore {
 
     fn login(&self, slot_id: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
         let mut g = self.inner.lock();
-        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let t = g
+            .tokens
+            .get_mut(&slot_id)
+            .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
         let max = t.record.max_failures;
         match who {
             PinOwner::So => {
@@ -156,7 +168,10 @@ impl Store for MemoryStore {
 
     fn init_pin(&self, slot_id: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
         let mut g = self.inner.lock();
-        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let t = g
+            .tokens
+            .get_mut(&slot_id)
+            .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
         t.user_pin = Some(PinHash::new(pin));
         t.record.user_pin_initialized = true;
         t.record.user_pin = PinState::default();
@@ -165,7 +180,10 @@ impl Store for MemoryStore {
 
     fn set_pin(&self, slot_id: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
         let mut g = self.inner.lock();
-        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let t = g
+            .tokens
+            .get_mut(&slot_id)
+            .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
         let max = t.record.max_failures;
         match who {
             PinOwner::So => {
@@ -214,7 +232,10 @@ impl Store for MemoryStore {
         if id >= MAX_OBJECT_ID {
             return fail_because(CKR_DEVICE_MEMORY, "the store has run out of object ids");
         }
-        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let t = g
+            .tokens
+            .get_mut(&slot_id)
+            .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
         t.objects.insert(id, attrs.clone());
         t.generation += 1;
         Ok(id)
@@ -222,7 +243,10 @@ impl Store for MemoryStore {
 
     fn update(&self, slot_id: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {
         let mut g = self.inner.lock();
-        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let t = g
+            .tokens
+            .get_mut(&slot_id)
+            .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
         match t.objects.get_mut(&id) {
             Some(a) => *a = attrs.clone(),
             None => return fail(CKR_OBJECT_HANDLE_INVALID),
@@ -233,7 +257,10 @@ impl Store for MemoryStore {
 
     fn destroy(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<()> {
         let mut g = self.inner.lock();
-        let t = g.tokens.get_mut(&slot_id).ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
+        let t = g
+            .tokens
+            .get_mut(&slot_id)
+            .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
         if t.objects.remove(&id).is_none() {
             return fail(CKR_OBJECT_HANDLE_INVALID);
         }

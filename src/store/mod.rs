@@ -46,8 +46,7 @@ pub trait Store: Send + Sync {
     fn free_slot_id(&self) -> Result<CK_SLOT_ID>;
     /// Initialises a token: a new one in the free slot, or, when `slot_id` holds a token whose
     /// SO PIN is `so_pin`, re-initialises it (objects and user PIN dropped, serial kept).
-    fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32])
-        -> Result<TokenRecord>;
+    fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord>;
     /// Checks a PIN, counting failures and locking at the limit; on success the token's
     /// private objects become readable in this process until `logout`.
     fn login(&self, slot_id: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()>;

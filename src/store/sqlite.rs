@@ -12,7 +12,6 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use zeroize::Zeroizing;
 
 const SCHEMA_VERSION: i64 = 1;
 
@@ -50,6 +49,9 @@ fn db_err(e: rusqlite::Error) -> Error {
     Error(CKR_DEVICE_ERROR)
 }
 
+/// An object as stored: clear record, sealed record, and the `CKA_ID`/`CKA_LABEL` lookup keys.
+type EncodedObject = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// A PIN-derived key this process already computed, valid while the wrap keeps its salt.
 struct CachedPinKey {
     salt: Vec<u8>,
@@ -71,16 +73,16 @@ pub struct SqliteStore {
 
 fn wrap_aad(slot: CK_SLOT_ID, owner: PinOwner) -> Vec<u8> {
     let mut a = b"ferrohsm token key".to_vec();
-    a.extend_from_slice(&(slot as u64).to_be_bytes());
+    a.extend_from_slice(&slot.to_be_bytes());
     a.push(matches!(owner, PinOwner::So) as u8);
     a
 }
 
 fn attr_aad(slot: CK_SLOT_ID, id: u64, t: CK_ATTRIBUTE_TYPE) -> Vec<u8> {
     let mut a = b"ferrohsm attribute".to_vec();
-    a.extend_from_slice(&(slot as u64).to_be_bytes());
+    a.extend_from_slice(&slot.to_be_bytes());
     a.extend_from_slice(&id.to_be_bytes());
-    a.extend_from_slice(&(t as u64).to_be_bytes());
+    a.extend_from_slice(&t.to_be_bytes());
     a
 }
 
@@ -131,9 +133,18 @@ impl SqliteStore {
 
     fn migrate(&self) -> std::result::Result<(), String> {
         let mut conn = self.conn.lock();
-        let bad = |e: rusqlite::Error| format!("token store {} is damaged or not a ferrohsm store: {e}", self.path.display());
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(bad)?;
-        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(bad)?;
+        let bad = |e: rusqlite::Error| {
+            format!(
+                "token store {} is damaged or not a ferrohsm store: {e}",
+                self.path.display()
+            )
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(bad)?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(bad)?;
         if version > SCHEMA_VERSION {
             return Err(format!(
                 "token store {} has schema version {version}, newer than this ferrohsm ({SCHEMA_VERSION}); upgrade ferrohsm",
@@ -143,7 +154,8 @@ impl SqliteStore {
         if version < 1 {
             tx.execute_batch(SCHEMA_V1).map_err(bad)?;
         }
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(bad)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(bad)?;
         tx.commit().map_err(bad)
     }
 
@@ -156,7 +168,8 @@ impl SqliteStore {
     }
 
     fn pin_mac(&self, pin: &[u8]) -> Vec<u8> {
-        let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.process_secret[..]).expect("key");
+        let mut m =
+            <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.process_secret[..]).expect("key");
         m.update(pin);
         m.finalize().into_bytes().to_vec()
     }
@@ -172,15 +185,24 @@ impl SqliteStore {
             }
         }
         let key = crypt::derive_pin_key(pin, &salt, wrap.params()?)?;
-        self.pin_cache
-            .lock()
-            .insert(cache_key, CachedPinKey { salt, pin_mac: mac, key: key.clone() });
+        self.pin_cache.lock().insert(
+            cache_key,
+            CachedPinKey {
+                salt,
+                pin_mac: mac,
+                key: key.clone(),
+            },
+        );
         Some(key)
     }
 
     fn remember_pin_key(&self, slot: CK_SLOT_ID, owner: PinOwner, wrap: &[u8], pin: &[u8], key: Key) {
         if let Some(salt) = Wrap(wrap).salt() {
-            let entry = CachedPinKey { salt: salt.to_vec(), pin_mac: self.pin_mac(pin), key };
+            let entry = CachedPinKey {
+                salt: salt.to_vec(),
+                pin_mac: self.pin_mac(pin),
+                key,
+            };
             self.pin_cache.lock().insert((slot, owner == PinOwner::So), entry);
         }
     }
@@ -240,7 +262,11 @@ impl SqliteStore {
                 )
                 .map_err(db_err)?;
                 let locked: bool = conn
-                    .query_row(&format!("SELECT {lock_col} FROM tokens WHERE slot_id = ?1"), params![slot as i64], |r| r.get(0))
+                    .query_row(
+                        &format!("SELECT {lock_col} FROM tokens WHERE slot_id = ?1"),
+                        params![slot as i64],
+                        |r| r.get(0),
+                    )
                     .map_err(db_err)?;
                 if locked {
                     log::warn!("slot {slot}: {owner:?} PIN locked after too many wrong attempts");
@@ -251,7 +277,7 @@ impl SqliteStore {
     }
 
     /// Splits attributes into the clear record and the sealed record for storage.
-    fn encode(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<(Vec<u8>, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    fn encode(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<EncodedObject> {
         let private = attrs.is_private();
         let mut clear = Attributes::new();
         let mut sealed = Attributes::new();
@@ -278,15 +304,27 @@ impl SqliteStore {
         let lookup = |t: CK_ATTRIBUTE_TYPE| -> Option<Vec<u8>> {
             let v = attrs.get(t)?;
             Some(match (&key, private) {
-                (Some(k), true) => crypt::lookup_hash(k, t as u64, v),
+                (Some(k), true) => crypt::lookup_hash(k, t, v),
                 _ => v.to_vec(),
             })
         };
-        Ok((clear.to_bytes().to_vec(), sealed.to_bytes().to_vec(), lookup(CKA_ID), lookup(CKA_LABEL)))
+        Ok((
+            clear.to_bytes().to_vec(),
+            sealed.to_bytes().to_vec(),
+            lookup(CKA_ID),
+            lookup(CKA_LABEL),
+        ))
     }
 
     /// Rebuilds an object's attributes; `None` when they cannot be read without a login.
-    fn decode(&self, slot: CK_SLOT_ID, id: u64, private: bool, clear: &[u8], sealed: &[u8]) -> Result<Option<Attributes>> {
+    fn decode(
+        &self,
+        slot: CK_SLOT_ID,
+        id: u64,
+        private: bool,
+        clear: &[u8],
+        sealed: &[u8],
+    ) -> Result<Option<Attributes>> {
         let damaged = |what: &str| {
             log::error!(
                 "token store {}: object {id} of slot {slot}: {what}; the record is damaged or was altered",
@@ -294,7 +332,8 @@ impl SqliteStore {
             );
             Error(CKR_DEVICE_ERROR)
         };
-        let mut attrs = Attributes::from_bytes(clear).ok_or_else(|| damaged("clear attributes unreadable"))?;
+        let mut attrs =
+            Attributes::from_bytes(clear).ok_or_else(|| damaged("clear attributes unreadable"))?;
         let sealed = Attributes::from_bytes(sealed).ok_or_else(|| damaged("sealed attributes unreadable"))?;
         if sealed.iter().next().is_none() {
             return Ok(Some(attrs));
@@ -315,8 +354,11 @@ impl SqliteStore {
     }
 
     fn bump_generation(tx: &rusqlite::Transaction, slot: CK_SLOT_ID) -> Result<()> {
-        tx.execute("UPDATE tokens SET generation = generation + 1 WHERE slot_id = ?1", params![slot as i64])
-            .map_err(db_err)?;
+        tx.execute(
+            "UPDATE tokens SET generation = generation + 1 WHERE slot_id = ?1",
+            params![slot as i64],
+        )
+        .map_err(db_err)?;
         Ok(())
     }
 
@@ -346,8 +388,14 @@ fn record_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
         label: l,
         serial: s,
         user_pin_initialized: r.get::<_, Option<Vec<u8>>>(3)?.is_some(),
-        so_pin: PinState { failures: r.get(4)?, locked: r.get(5)? },
-        user_pin: PinState { failures: r.get(6)?, locked: r.get(7)? },
+        so_pin: PinState {
+            failures: r.get(4)?,
+            locked: r.get(5)?,
+        },
+        user_pin: PinState {
+            failures: r.get(6)?,
+            locked: r.get(7)?,
+        },
         max_failures: r.get(8)?,
     })
 }
@@ -381,12 +429,16 @@ impl Store for SqliteStore {
         }
         // The KDF runs before the write transaction so other processes are not held up.
         let token_key = crypt::random_key();
-        let (so_wrap, pin_key) = crypt::wrap_token_key(&token_key, so_pin, self.kdf, &wrap_aad(slot, PinOwner::So));
+        let (so_wrap, pin_key) =
+            crypt::wrap_token_key(&token_key, so_pin, self.kdf, &wrap_aad(slot, PinOwner::So));
         let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
         if exists {
             // Re-initialisation: same slot and serial, new token key, no objects, no user PIN.
-            tx.execute("DELETE FROM objects WHERE slot_id = ?1", params![slot as i64]).map_err(db_err)?;
+            tx.execute("DELETE FROM objects WHERE slot_id = ?1", params![slot as i64])
+                .map_err(db_err)?;
             tx.execute(
                 "UPDATE tokens SET label = ?2, so_wrap = ?3, user_wrap = NULL, so_failures = 0, so_locked = 0, \
                  user_failures = 0, user_locked = 0, generation = generation + 1 WHERE slot_id = ?1",
@@ -394,10 +446,15 @@ impl Store for SqliteStore {
             )
             .map_err(db_err)?;
         } else {
-            let max: Option<i64> = tx.query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0)).map_err(db_err)?;
+            let max: Option<i64> = tx
+                .query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0))
+                .map_err(db_err)?;
             let free = max.map_or(0, |m| m as CK_SLOT_ID + 1);
             if slot != free {
-                return fail_because(CKR_SLOT_ID_INVALID, format!("slot {slot} is not the free slot ({free})"));
+                return fail_because(
+                    CKR_SLOT_ID_INVALID,
+                    format!("slot {slot} is not the free slot ({free})"),
+                );
             }
             let mut rnd = [0u8; 8];
             getrandom::fill(&mut rnd).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
@@ -409,7 +466,11 @@ impl Store for SqliteStore {
             .map_err(db_err)?;
         }
         let record = tx
-            .query_row(&format!("SELECT {RECORD_COLUMNS} FROM tokens WHERE slot_id = ?1"), params![slot as i64], record_from_row)
+            .query_row(
+                &format!("SELECT {RECORD_COLUMNS} FROM tokens WHERE slot_id = ?1"),
+                params![slot as i64],
+                record_from_row,
+            )
             .map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         drop(conn);
@@ -430,7 +491,8 @@ impl Store for SqliteStore {
 
     fn init_pin(&self, slot: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
         let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
-        let (wrap, pin_key) = crypt::wrap_token_key(&token_key, pin, self.kdf, &wrap_aad(slot, PinOwner::User));
+        let (wrap, pin_key) =
+            crypt::wrap_token_key(&token_key, pin, self.kdf, &wrap_aad(slot, PinOwner::User));
         self.conn
             .lock()
             .execute(
@@ -449,13 +511,21 @@ impl Store for SqliteStore {
         let (wrap_col, _, _) = Self::columns(who);
         self.conn
             .lock()
-            .execute(&format!("UPDATE tokens SET {wrap_col} = ?2 WHERE slot_id = ?1"), params![slot as i64, wrap])
+            .execute(
+                &format!("UPDATE tokens SET {wrap_col} = ?2 WHERE slot_id = ?1"),
+                params![slot as i64, wrap],
+            )
             .map_err(db_err)?;
         self.remember_pin_key(slot, who, &wrap, new, pin_key);
         Ok(())
     }
 
-    fn find(&self, slot: CK_SLOT_ID, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)], with_private: bool) -> Result<Vec<u64>> {
+    fn find(
+        &self,
+        slot: CK_SLOT_ID,
+        template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)],
+        with_private: bool,
+    ) -> Result<Vec<u64>> {
         let key = if with_private { self.token_key(slot) } else { None };
         let get = |t: CK_ATTRIBUTE_TYPE| template.iter().find(|(x, _)| *x == t).map(|(_, v)| v.clone());
         let mut sql = String::from("SELECT id, private, clear, sealed FROM objects WHERE slot_id = ?1");
@@ -465,13 +535,19 @@ impl Store for SqliteStore {
         }
         for (t, col) in [(CKA_ID, "key_id"), (CKA_LABEL, "label")] {
             if let Some(v) = get(t) {
-                let hashed = key.as_ref().map(|k| crypt::lookup_hash(k, t as u64, &v)).unwrap_or_else(|| v.clone());
+                let hashed = key
+                    .as_ref()
+                    .map(|k| crypt::lookup_hash(k, t, &v))
+                    .unwrap_or_else(|| v.clone());
                 args.push(v.into());
                 args.push(hashed.into());
                 sql.push_str(&format!(" AND {col} IN (?{}, ?{})", args.len() - 1, args.len()));
             }
         }
-        if let Some(c) = get(CKA_CLASS).and_then(|v| v.try_into().ok()).map(CK_ULONG::from_ne_bytes) {
+        if let Some(c) = get(CKA_CLASS)
+            .and_then(|v| v.try_into().ok())
+            .map(CK_ULONG::from_ne_bytes)
+        {
             args.push((c as i64).into());
             sql.push_str(&format!(" AND class = ?{}", args.len()));
         }
@@ -480,7 +556,9 @@ impl Store for SqliteStore {
             let conn = self.conn.lock();
             let mut st = conn.prepare_cached(&sql).map_err(db_err)?;
             let it = st
-                .query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
                 .map_err(db_err)?;
             it.collect::<rusqlite::Result<_>>().map_err(db_err)?
         };
@@ -502,8 +580,10 @@ impl Store for SqliteStore {
             .lock()
             .prepare_cached("SELECT private, clear, sealed FROM objects WHERE id = ?1 AND slot_id = ?2")
             .and_then(|mut st| {
-                st.query_row(params![id as i64, slot as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .optional()
+                st.query_row(params![id as i64, slot as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
             })
             .map_err(db_err)?;
         match row {
@@ -514,7 +594,9 @@ impl Store for SqliteStore {
 
     fn create(&self, slot: CK_SLOT_ID, attrs: &Attributes) -> Result<u64> {
         let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
         tx.execute(
             "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
             params![slot as i64, attrs.is_private()],
@@ -527,7 +609,14 @@ impl Store for SqliteStore {
         let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
         tx.execute(
             "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
-            params![id as i64, attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
+            params![
+                id as i64,
+                attrs.class().map(|c| c as i64),
+                key_id,
+                label,
+                clear,
+                sealed
+            ],
         )
         .map_err(db_err)?;
         Self::bump_generation(&tx, slot)?;
@@ -538,7 +627,9 @@ impl Store for SqliteStore {
     fn update(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {
         let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
         let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
         let n = tx
             .execute(
                 "UPDATE objects SET private = ?3, class = ?4, key_id = ?5, label = ?6, clear = ?7, sealed = ?8 \
@@ -555,9 +646,14 @@ impl Store for SqliteStore {
 
     fn destroy(&self, slot: CK_SLOT_ID, id: u64) -> Result<()> {
         let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
         let n = tx
-            .execute("DELETE FROM objects WHERE id = ?1 AND slot_id = ?2", params![id as i64, slot as i64])
+            .execute(
+                "DELETE FROM objects WHERE id = ?1 AND slot_id = ?2",
+                params![id as i64, slot as i64],
+            )
             .map_err(db_err)?;
         if n == 0 {
             return fail(CKR_OBJECT_HANDLE_INVALID);
@@ -571,7 +667,10 @@ impl Store for SqliteStore {
         let mut st = conn
             .prepare_cached("SELECT generation FROM tokens WHERE slot_id = ?1")
             .map_err(db_err)?;
-        let g: Option<i64> = st.query_row(params![slot as i64], |r| r.get(0)).optional().map_err(db_err)?;
+        let g: Option<i64> = st
+            .query_row(params![slot as i64], |r| r.get(0))
+            .optional()
+            .map_err(db_err)?;
         Ok(g.unwrap_or(0) as u64)
     }
 }
@@ -582,6 +681,3 @@ impl Drop for SqliteStore {
         self.pin_cache.lock().clear();
     }
 }
-
-#[allow(dead_code)]
-fn _assert_zeroizing(_: Zeroizing<Vec<u8>>) {}

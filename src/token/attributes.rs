@@ -101,7 +101,7 @@ impl Attributes {
     pub fn to_bytes(&self) -> Zeroizing<Vec<u8>> {
         let mut out = Zeroizing::new(Vec::with_capacity(self.size()));
         for (t, v) in self.iter() {
-            out.extend_from_slice(&(t as u64).to_le_bytes());
+            out.extend_from_slice(&t.to_le_bytes());
             out.extend_from_slice(&(v.len() as u32).to_le_bytes());
             out.extend_from_slice(v);
         }

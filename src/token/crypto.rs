@@ -28,7 +28,11 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
     if !class_ok || !type_ok {
         return fail_because(
             CKR_KEY_TYPE_INCONSISTENT,
-            format!("object {} is not a key for mechanism 0x{:x}", obj.handle, mech.mechanism_type()),
+            format!(
+                "object {} is not a key for mechanism 0x{:x}",
+                obj.handle,
+                mech.mechanism_type()
+            ),
         );
     }
     // The usage flag of a private key object used for its public half is not the one asked.
@@ -36,13 +40,20 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
     if !flag_ok {
         return fail_because(
             CKR_KEY_FUNCTION_NOT_PERMITTED,
-            format!("key {} does not allow attribute 0x{usage:x}'s operation", obj.handle),
+            format!(
+                "key {} does not allow attribute 0x{usage:x}'s operation",
+                obj.handle
+            ),
         );
     }
     if !obj.allows(mech.mechanism_type()) {
         return fail_because(
             CKR_MECHANISM_INVALID,
-            format!("key {} does not allow mechanism 0x{:x} (CKA_ALLOWED_MECHANISMS)", obj.handle, mech.mechanism_type()),
+            format!(
+                "key {} does not allow mechanism 0x{:x} (CKA_ALLOWED_MECHANISMS)",
+                obj.handle,
+                mech.mechanism_type()
+            ),
         );
     }
     Ok(())
@@ -53,16 +64,16 @@ fn supports(mech: &Mechanism, flag: CK_FLAGS) -> Result<()> {
         Some(i) if i.flags & flag != 0 => Ok(()),
         _ => fail_because(
             CKR_MECHANISM_INVALID,
-            format!("mechanism 0x{:x} cannot be used for this operation", mech.mechanism_type()),
+            format!(
+                "mechanism 0x{:x} cannot be used for this operation",
+                mech.mechanism_type()
+            ),
         ),
     }
 }
 
 /// Runs `f` on the session's operation in `slot`; any error except a too-small buffer ends it.
-fn run_op<T, R>(
-    slot: &mut Option<T>,
-    f: impl FnOnce(&mut T) -> Result<(R, bool)>,
-) -> Result<R> {
+fn run_op<T, R>(slot: &mut Option<T>, f: impl FnOnce(&mut T) -> Result<(R, bool)>) -> Result<R> {
     let op = slot.as_mut().ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))?;
     match f(op) {
         Ok((r, done)) => {
@@ -116,7 +127,9 @@ impl Library {
     }
 
     pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
-        self.with_session(h, |s| run_op(&mut s.sign, |op| op.update(data).map(|_| ((), false))))
+        self.with_session(h, |s| {
+            run_op(&mut s.sign, |op| op.update(data).map(|_| ((), false)))
+        })
     }
 
     pub fn verify_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE) -> Result<()> {
@@ -133,30 +146,55 @@ impl Library {
     }
 
     pub fn verify(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, signature: &[u8]) -> Result<()> {
-        self.with_session(h, |s| run_op(&mut s.verify, |op| op.verify(data, signature).map(|_| ((), true))))
+        self.with_session(h, |s| {
+            run_op(&mut s.verify, |op| op.verify(data, signature).map(|_| ((), true)))
+        })
     }
 
     pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
-        self.with_session(h, |s| run_op(&mut s.verify, |op| op.update(data).map(|_| ((), false))))
+        self.with_session(h, |s| {
+            run_op(&mut s.verify, |op| op.update(data).map(|_| ((), false)))
+        })
     }
 
-    fn crypt_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism, key: CK_OBJECT_HANDLE, encrypt: bool) -> Result<()> {
+    fn crypt_init(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: Mechanism,
+        key: CK_OBJECT_HANDLE,
+        encrypt: bool,
+    ) -> Result<()> {
         self.with_session(h, |s| {
-            let slot_busy = if encrypt { s.encrypt.is_some() } else { s.decrypt.is_some() };
+            let slot_busy = if encrypt {
+                s.encrypt.is_some()
+            } else {
+                s.decrypt.is_some()
+            };
             if slot_busy {
                 return fail(CKR_OPERATION_ACTIVE);
             }
-            if !matches!(mech, Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_)) {
+            if !matches!(
+                mech,
+                Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_)
+            ) {
                 return fail(CKR_MECHANISM_INVALID);
             }
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             let op = if encrypt {
                 check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_ENCRYPT)?;
-                CryptOp { mech, key: CryptKey::Public(obj.public_key()?), needs_auth: false }
+                CryptOp {
+                    mech,
+                    key: CryptKey::Public(obj.public_key()?),
+                    needs_auth: false,
+                }
             } else {
                 check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_DECRYPT)?;
                 let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-                CryptOp { mech, key: CryptKey::Private(obj.prepared_key()?), needs_auth }
+                CryptOp {
+                    mech,
+                    key: CryptKey::Private(obj.prepared_key()?),
+                    needs_auth,
+                }
             };
             if encrypt {
                 s.encrypt = Some(op);
@@ -177,7 +215,13 @@ impl Library {
 
     /// `C_Encrypt`/`C_Decrypt`: single-part, with the two-call convention. For decryption
     /// the length query answers the modulus size, an upper bound.
-    pub fn crypt(&self, h: CK_SESSION_HANDLE, encrypt: bool, data: &[u8], capacity: Option<usize>) -> Result<Output> {
+    pub fn crypt(
+        &self,
+        h: CK_SESSION_HANDLE,
+        encrypt: bool,
+        data: &[u8],
+        capacity: Option<usize>,
+    ) -> Result<Output> {
         self.with_session(h, |s| {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_op(slot, |op| {
@@ -204,13 +248,22 @@ impl Library {
             if s.digest.is_some() {
                 return fail(CKR_OPERATION_ACTIVE);
             }
-            s.digest = Some(DigestOp { hasher: alg.hasher(), alg, stage: Operation::Fresh });
+            s.digest = Some(DigestOp {
+                hasher: alg.hasher(),
+                alg,
+                stage: Operation::Fresh,
+            });
             Ok(())
         })
     }
 
     /// `C_Digest` (`data` given) or `C_DigestFinal`.
-    pub fn digest(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, capacity: Option<usize>) -> Result<Output> {
+    pub fn digest(
+        &self,
+        h: CK_SESSION_HANDLE,
+        data: Option<&[u8]>,
+        capacity: Option<usize>,
+    ) -> Result<Output> {
         self.with_session(h, |s| {
             run_op(&mut s.digest, |op| {
                 if data.is_some() && op.stage == Operation::MultiPart {
@@ -263,7 +316,10 @@ impl Library {
         capacity: Option<usize>,
     ) -> Result<Output> {
         self.with_session(h, |s| {
-            let wrapper = s.token.object(wrapping).map_err(|_| Error(CKR_WRAPPING_KEY_HANDLE_INVALID))?;
+            let wrapper = s
+                .token
+                .object(wrapping)
+                .map_err(|_| Error(CKR_WRAPPING_KEY_HANDLE_INVALID))?;
             let target = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             if target.attrs.class() != Some(CKO_SECRET_KEY) {
                 return fail_because(CKR_KEY_NOT_WRAPPABLE, "only secret keys can be wrapped");
@@ -271,23 +327,40 @@ impl Library {
             if !target.attrs.bool_or(CKA_EXTRACTABLE, false) {
                 return fail(CKR_KEY_UNEXTRACTABLE);
             }
-            if target.attrs.bool_or(CKA_WRAP_WITH_TRUSTED, false) && !wrapper.attrs.bool_or(CKA_TRUSTED, false) {
+            if target.attrs.bool_or(CKA_WRAP_WITH_TRUSTED, false)
+                && !wrapper.attrs.bool_or(CKA_TRUSTED, false)
+            {
                 return fail(CKR_KEY_NOT_WRAPPABLE);
             }
             let value = target.attrs.get(CKA_VALUE).unwrap_or(&[]);
             let wrapped = match &mech {
                 Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
-                    check_key(&wrapper, &mech, CKO_SECRET_KEY, CKA_WRAP)
-                        .map_err(|e| if e.0 == CKR_KEY_TYPE_INCONSISTENT { Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT) } else { e })?;
+                    check_key(&wrapper, &mech, CKO_SECRET_KEY, CKA_WRAP).map_err(|e| {
+                        if e.0 == CKR_KEY_TYPE_INCONSISTENT {
+                            Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT)
+                        } else {
+                            e
+                        }
+                    })?;
                     let kek = wrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
                     let pad = mech == Mechanism::AesKeyWrapPad;
                     mechanism::aes::wrap(kek, value, pad).ok_or(Error(CKR_KEY_SIZE_RANGE))?
                 }
                 Mechanism::RsaOaep(_) => {
-                    check_key(&wrapper, &mech, CKO_PUBLIC_KEY, CKA_WRAP)
-                        .map_err(|e| if e.0 == CKR_KEY_TYPE_INCONSISTENT { Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT) } else { e })?;
-                    rsa::encrypt(&mech, &*wrapper.public_key()?, value)
-                        .map_err(|e| if e.0 == CKR_DATA_LEN_RANGE { Error(CKR_KEY_SIZE_RANGE) } else { e })?
+                    check_key(&wrapper, &mech, CKO_PUBLIC_KEY, CKA_WRAP).map_err(|e| {
+                        if e.0 == CKR_KEY_TYPE_INCONSISTENT {
+                            Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT)
+                        } else {
+                            e
+                        }
+                    })?;
+                    rsa::encrypt(&mech, &*wrapper.public_key()?, value).map_err(|e| {
+                        if e.0 == CKR_DATA_LEN_RANGE {
+                            Error(CKR_KEY_SIZE_RANGE)
+                        } else {
+                            e
+                        }
+                    })?
                 }
                 _ => return fail(CKR_MECHANISM_INVALID),
             };
@@ -307,14 +380,25 @@ impl Library {
         template: Attributes,
     ) -> Result<CK_OBJECT_HANDLE> {
         self.with_session(h, |s| {
-            let unwrapper = s.token.object(unwrapping).map_err(|_| Error(CKR_UNWRAPPING_KEY_HANDLE_INVALID))?;
-            let inconsistent = |e: Error| if e.0 == CKR_KEY_TYPE_INCONSISTENT { Error(CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT) } else { e };
+            let unwrapper = s
+                .token
+                .object(unwrapping)
+                .map_err(|_| Error(CKR_UNWRAPPING_KEY_HANDLE_INVALID))?;
+            let inconsistent = |e: Error| {
+                if e.0 == CKR_KEY_TYPE_INCONSISTENT {
+                    Error(CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT)
+                } else {
+                    e
+                }
+            };
             let value = match &mech {
                 Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
                     check_key(&unwrapper, &mech, CKO_SECRET_KEY, CKA_UNWRAP).map_err(inconsistent)?;
                     let kek = unwrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
                     let pad = mech == Mechanism::AesKeyWrapPad;
-                    Zeroizing::new(mechanism::aes::unwrap(kek, wrapped, pad).ok_or(Error(CKR_WRAPPED_KEY_INVALID))?)
+                    Zeroizing::new(
+                        mechanism::aes::unwrap(kek, wrapped, pad).ok_or(Error(CKR_WRAPPED_KEY_INVALID))?,
+                    )
                 }
                 Mechanism::RsaOaep(_) => {
                     check_key(&unwrapper, &mech, CKO_PRIVATE_KEY, CKA_UNWRAP).map_err(inconsistent)?;

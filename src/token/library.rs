@@ -3,7 +3,7 @@
 //! crypto functions are in `objects.rs` and `crypto.rs`.
 
 use super::session::{Session, SessionRef};
-use super::token::{LoginState, Token};
+use super::slot::{LoginState, Token};
 use crate::error::{fail, fail_because, Error, Result};
 use crate::store::{PinOwner, Store, TokenRecord, MAX_OBJECT_ID, MAX_PIN_LEN, MIN_PIN_LEN};
 use cryptoki_sys::*;
@@ -68,7 +68,10 @@ impl Library {
                     }
                 }
                 None => {
-                    tokens.insert(r.slot_id, Arc::new(Token::new(r.slot_id, self.store.clone(), Some(r))));
+                    tokens.insert(
+                        r.slot_id,
+                        Arc::new(Token::new(r.slot_id, self.store.clone(), Some(r))),
+                    );
                 }
             }
         }
@@ -309,7 +312,10 @@ fn check_pin_len(pin: &[u8]) -> Result<()> {
     if pin.len() < MIN_PIN_LEN || pin.len() > MAX_PIN_LEN {
         return fail_because(
             CKR_PIN_LEN_RANGE,
-            format!("a PIN has {MIN_PIN_LEN} to {MAX_PIN_LEN} characters, not {}", pin.len()),
+            format!(
+                "a PIN has {MIN_PIN_LEN} to {MAX_PIN_LEN} characters, not {}",
+                pin.len()
+            ),
         );
     }
     Ok(())

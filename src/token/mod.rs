@@ -4,17 +4,17 @@
 pub mod attributes;
 mod crypto;
 mod library;
-pub mod objects;
 pub mod object;
+pub mod objects;
 mod operation;
 pub mod policy;
 mod session;
-mod token;
+mod slot;
 
 pub use library::{Library, Output, TokenInfo};
 pub use operation::Operation;
 pub use session::{Session, SessionRef};
-pub use token::{LoginState, Token};
+pub use slot::{LoginState, Token};
 
 /// Identity the token reports in `C_GetInfo` and `C_GetTokenInfo`.
 pub const MANUFACTURER: &str = "ferrohsm project";

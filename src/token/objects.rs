@@ -7,7 +7,7 @@ use super::object::{derive_key_attributes, Object};
 use super::operation::FindOp;
 use super::policy::{self, Origin};
 use super::session::Session;
-use super::token::LoginState;
+use super::slot::LoginState;
 use crate::engine;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::Mechanism;
@@ -28,10 +28,7 @@ impl Library {
             return fail(CKR_SESSION_READ_ONLY);
         }
         if attrs.is_private() && session.token.login_state() != LoginState::User {
-            return fail_because(
-                CKR_USER_NOT_LOGGED_IN,
-                "private objects need a user login",
-            );
+            return fail_because(CKR_USER_NOT_LOGGED_IN, "private objects need a user login");
         }
         Ok(())
     }
@@ -43,7 +40,10 @@ impl Library {
         getrandom::fill(&mut uid).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         attrs.set(
             CKA_UNIQUE_ID,
-            uid.iter().map(|b| format!("{b:02x}")).collect::<String>().into_bytes(),
+            uid.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into_bytes(),
         );
         if attrs.is_token() {
             session.token.store_object(&attrs)
@@ -57,7 +57,12 @@ impl Library {
         }
     }
 
-    fn new_object(&self, session: &Session, template: Attributes, origin: Origin) -> Result<CK_OBJECT_HANDLE> {
+    fn new_object(
+        &self,
+        session: &Session,
+        template: Attributes,
+        origin: Origin,
+    ) -> Result<CK_OBJECT_HANDLE> {
         let mut attrs = policy::complete_new(template, origin)?;
         derive_key_attributes(&mut attrs)?;
         self.add_object(session, attrs)
@@ -114,7 +119,12 @@ impl Library {
         Ok(self.object(h, handle)?.attrs.size())
     }
 
-    pub fn set_attributes(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE, template: Attributes) -> Result<()> {
+    pub fn set_attributes(
+        &self,
+        h: CK_SESSION_HANDLE,
+        handle: CK_OBJECT_HANDLE,
+        template: Attributes,
+    ) -> Result<()> {
         let session = self.session(h)?;
         let s = session.lock();
         let obj = s.token.object(handle)?;
@@ -165,7 +175,10 @@ impl Library {
     pub fn find_final(&self, h: CK_SESSION_HANDLE) -> Result<()> {
         let session = self.session(h)?;
         let mut s = session.lock();
-        s.find.take().map(|_| ()).ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))
+        s.find
+            .take()
+            .map(|_| ())
+            .ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))
     }
 
     pub fn generate_key_pair(
@@ -193,10 +206,16 @@ impl Library {
                 format!("RSA keys are {min} to {max} bits in steps of 8, not {bits}"),
             );
         }
-        let e = public.get(CKA_PUBLIC_EXPONENT).map(|e| e.to_vec()).unwrap_or(vec![1, 0, 1]);
+        let e = public
+            .get(CKA_PUBLIC_EXPONENT)
+            .map(|e| e.to_vec())
+            .unwrap_or(vec![1, 0, 1]);
         for t in [CKA_MODULUS, CKA_PRIVATE_EXPONENT, CKA_PRIME_1] {
             if public.contains(t) || private.contains(t) {
-                return fail_because(CKR_TEMPLATE_INCONSISTENT, "key material cannot be given to C_GenerateKeyPair");
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    "key material cannot be given to C_GenerateKeyPair",
+                );
             }
         }
         // Check both templates before spending seconds on the key.
@@ -236,7 +255,12 @@ impl Library {
         }
     }
 
-    pub fn generate_key(&self, h: CK_SESSION_HANDLE, mech: &Mechanism, template: Attributes) -> Result<CK_OBJECT_HANDLE> {
+    pub fn generate_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: &Mechanism,
+        template: Attributes,
+    ) -> Result<CK_OBJECT_HANDLE> {
         let (key_type, default_len) = match mech {
             Mechanism::AesKeyGen => (CKK_AES, None),
             Mechanism::GenericSecretKeyGen => (CKK_GENERIC_SECRET, None),
@@ -258,7 +282,10 @@ impl Library {
             _ => (1..=512).contains(&len),
         };
         if !ok {
-            return fail_because(CKR_KEY_SIZE_RANGE, format!("a key of {len} bytes is not supported"));
+            return fail_because(
+                CKR_KEY_SIZE_RANGE,
+                format!("a key of {len} bytes is not supported"),
+            );
         }
         if t.contains(CKA_VALUE) {
             return fail(CKR_TEMPLATE_INCONSISTENT);
@@ -271,14 +298,21 @@ impl Library {
     }
 
     /// Stores an unwrapped key: `template` plus its value, with `CKA_LOCAL` false.
-    pub(super) fn add_unwrapped(&self, s: &Session, template: Attributes, value: Vec<u8>) -> Result<CK_OBJECT_HANDLE> {
+    pub(super) fn add_unwrapped(
+        &self,
+        s: &Session,
+        template: Attributes,
+        value: Vec<u8>,
+    ) -> Result<CK_OBJECT_HANDLE> {
         let class = template.class().unwrap_or(CKO_SECRET_KEY);
         if class != CKO_SECRET_KEY {
             return fail_because(CKR_TEMPLATE_INCONSISTENT, "only secret keys can be unwrapped");
         }
         let mut t = template;
         t.set_ulong(CKA_CLASS, CKO_SECRET_KEY);
-        if t.remove(CKA_VALUE_LEN).is_some_and(|v| v.as_slice() != (value.len() as CK_ULONG).to_ne_bytes()) {
+        if t.remove(CKA_VALUE_LEN)
+            .is_some_and(|v| v.as_slice() != (value.len() as CK_ULONG).to_ne_bytes())
+        {
             return fail(CKR_TEMPLATE_INCONSISTENT);
         }
         t.set(CKA_VALUE, value);

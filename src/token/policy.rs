@@ -22,14 +22,37 @@ enum Kind {
 
 fn kind(t: CK_ATTRIBUTE_TYPE) -> Kind {
     match t {
-        CKA_TOKEN | CKA_PRIVATE | CKA_MODIFIABLE | CKA_COPYABLE | CKA_DESTROYABLE
-        | CKA_DERIVE | CKA_LOCAL | CKA_ENCRYPT | CKA_DECRYPT | CKA_SIGN | CKA_VERIFY
-        | CKA_SIGN_RECOVER | CKA_VERIFY_RECOVER | CKA_WRAP | CKA_UNWRAP | CKA_TRUSTED
-        | CKA_SENSITIVE | CKA_EXTRACTABLE | CKA_ALWAYS_SENSITIVE | CKA_NEVER_EXTRACTABLE
-        | CKA_WRAP_WITH_TRUSTED | CKA_ALWAYS_AUTHENTICATE => Kind::Bool,
-        CKA_CLASS | CKA_KEY_TYPE | CKA_CERTIFICATE_TYPE | CKA_CERTIFICATE_CATEGORY
-        | CKA_MODULUS_BITS | CKA_VALUE_LEN | CKA_KEY_GEN_MECHANISM
-        | CKA_JAVA_MIDP_SECURITY_DOMAIN | CKA_NAME_HASH_ALGORITHM => Kind::Ulong,
+        CKA_TOKEN
+        | CKA_PRIVATE
+        | CKA_MODIFIABLE
+        | CKA_COPYABLE
+        | CKA_DESTROYABLE
+        | CKA_DERIVE
+        | CKA_LOCAL
+        | CKA_ENCRYPT
+        | CKA_DECRYPT
+        | CKA_SIGN
+        | CKA_VERIFY
+        | CKA_SIGN_RECOVER
+        | CKA_VERIFY_RECOVER
+        | CKA_WRAP
+        | CKA_UNWRAP
+        | CKA_TRUSTED
+        | CKA_SENSITIVE
+        | CKA_EXTRACTABLE
+        | CKA_ALWAYS_SENSITIVE
+        | CKA_NEVER_EXTRACTABLE
+        | CKA_WRAP_WITH_TRUSTED
+        | CKA_ALWAYS_AUTHENTICATE => Kind::Bool,
+        CKA_CLASS
+        | CKA_KEY_TYPE
+        | CKA_CERTIFICATE_TYPE
+        | CKA_CERTIFICATE_CATEGORY
+        | CKA_MODULUS_BITS
+        | CKA_VALUE_LEN
+        | CKA_KEY_GEN_MECHANISM
+        | CKA_JAVA_MIDP_SECURITY_DOMAIN
+        | CKA_NAME_HASH_ALGORITHM => Kind::Ulong,
         _ => Kind::Bytes,
     }
 }
@@ -156,19 +179,14 @@ pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
         Some(CKO_SECRET_KEY) => t == CKA_VALUE,
         _ => false,
     };
-    secret_part
-        && (attrs.bool_or(CKA_SENSITIVE, true) || !attrs.bool_or(CKA_EXTRACTABLE, false))
+    secret_part && (attrs.bool_or(CKA_SENSITIVE, true) || !attrs.bool_or(CKA_EXTRACTABLE, false))
 }
 
 /// Attributes the token computes; an application may not set them.
 fn token_managed(t: CK_ATTRIBUTE_TYPE) -> bool {
     matches!(
         t,
-        CKA_LOCAL
-            | CKA_ALWAYS_SENSITIVE
-            | CKA_NEVER_EXTRACTABLE
-            | CKA_KEY_GEN_MECHANISM
-            | CKA_UNIQUE_ID
+        CKA_LOCAL | CKA_ALWAYS_SENSITIVE | CKA_NEVER_EXTRACTABLE | CKA_KEY_GEN_MECHANISM | CKA_UNIQUE_ID
     )
 }
 
@@ -183,7 +201,10 @@ pub fn check_shapes(template: &Attributes) -> Result<()> {
         if !ok {
             return fail_because(
                 CKR_ATTRIBUTE_VALUE_INVALID,
-                format!("attribute 0x{t:x} has a value of the wrong length ({} bytes)", v.len()),
+                format!(
+                    "attribute 0x{t:x} has a value of the wrong length ({} bytes)",
+                    v.len()
+                ),
             );
         }
     }
@@ -290,9 +311,7 @@ pub fn complete_new(mut a: Attributes, origin: Origin) -> Result<Attributes> {
         CKO_CERTIFICATE => {
             let cert_type = match a.ulong(CKA_CERTIFICATE_TYPE) {
                 Some(t) => t,
-                None => {
-                    return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_CERTIFICATE_TYPE is missing")
-                }
+                None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_CERTIFICATE_TYPE is missing"),
             };
             if cert_type != CKC_X_509 {
                 return fail_because(
@@ -372,13 +391,29 @@ pub fn check_change(
     match t {
         CKA_TOKEN | CKA_PRIVATE if copying => Ok(()),
         CKA_MODIFIABLE if copying && !to_true => Ok(()),
-        CKA_LABEL | CKA_ID | CKA_START_DATE | CKA_END_DATE | CKA_SUBJECT | CKA_DERIVE
-        | CKA_ENCRYPT | CKA_DECRYPT | CKA_SIGN | CKA_VERIFY | CKA_SIGN_RECOVER
-        | CKA_VERIFY_RECOVER | CKA_WRAP | CKA_UNWRAP | CKA_ALLOWED_MECHANISMS
+        CKA_LABEL
+        | CKA_ID
+        | CKA_START_DATE
+        | CKA_END_DATE
+        | CKA_SUBJECT
+        | CKA_DERIVE
+        | CKA_ENCRYPT
+        | CKA_DECRYPT
+        | CKA_SIGN
+        | CKA_VERIFY
+        | CKA_SIGN_RECOVER
+        | CKA_VERIFY_RECOVER
+        | CKA_WRAP
+        | CKA_UNWRAP
+        | CKA_ALLOWED_MECHANISMS
         | CKA_ALWAYS_AUTHENTICATE => Ok(()),
         CKA_APPLICATION | CKA_OBJECT_ID | CKA_VALUE if class == CKO_DATA => Ok(()),
-        CKA_ISSUER | CKA_SERIAL_NUMBER | CKA_URL | CKA_CERTIFICATE_CATEGORY
-        | CKA_HASH_OF_SUBJECT_PUBLIC_KEY | CKA_HASH_OF_ISSUER_PUBLIC_KEY
+        CKA_ISSUER
+        | CKA_SERIAL_NUMBER
+        | CKA_URL
+        | CKA_CERTIFICATE_CATEGORY
+        | CKA_HASH_OF_SUBJECT_PUBLIC_KEY
+        | CKA_HASH_OF_ISSUER_PUBLIC_KEY
             if class == CKO_CERTIFICATE =>
         {
             Ok(())

@@ -2,7 +2,7 @@
 //! each kind, as PKCS#11 requires).
 
 use super::operation::{CryptOp, DigestOp, FindOp, SignOp, VerifyOp};
-use super::token::{LoginState, Token};
+use super::slot::{LoginState, Token};
 use cryptoki_sys::*;
 use parking_lot::Mutex;
 use std::sync::Arc;

@@ -52,7 +52,8 @@ impl TestEnv {
 
 pub fn load() -> Pkcs11 {
     let p = Pkcs11::new(module_path()).unwrap();
-    p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)).unwrap();
+    p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
+        .unwrap();
     p
 }
 
@@ -101,13 +102,16 @@ pub fn rsa_keypair(s: &Session, bits: u64, id: &[u8], token: bool) -> (ObjectHan
         Attribute::Id(id.to_vec()),
         Attribute::Label(b"test key".to_vec()),
     ];
-    s.generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private).unwrap()
+    s.generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private)
+        .unwrap()
 }
 
 /// The public key as the `rsa` crate sees it: an implementation independent of ferrohsm's.
 pub fn rsa_public(s: &Session, key: ObjectHandle) -> rsa::PublicKey {
     use cryptoki::object::AttributeType;
-    let attrs = s.get_attributes(key, &[AttributeType::Modulus, AttributeType::PublicExponent]).unwrap();
+    let attrs = s
+        .get_attributes(key, &[AttributeType::Modulus, AttributeType::PublicExponent])
+        .unwrap();
     let (mut n, mut e) = (vec![], vec![]);
     for a in attrs {
         match a {
@@ -128,7 +132,9 @@ pub fn rsa_public(s: &Session, key: ObjectHandle) -> rsa::PublicKey {
 pub fn write_public_pem(s: &Session, key: ObjectHandle, path: &Path) {
     use cryptoki::object::AttributeType;
     let attrs = s.get_attributes(key, &[AttributeType::PublicKeyInfo]).unwrap();
-    let Attribute::PublicKeyInfo(der) = &attrs[0] else { panic!("no CKA_PUBLIC_KEY_INFO") };
+    let Attribute::PublicKeyInfo(der) = &attrs[0] else {
+        panic!("no CKA_PUBLIC_KEY_INFO")
+    };
     let der_path = path.with_extension("der");
     std::fs::write(&der_path, der).unwrap();
     let st = Command::new("openssl")
@@ -142,8 +148,14 @@ pub fn write_public_pem(s: &Session, key: ObjectHandle, path: &Path) {
 }
 
 pub fn find_one(s: &Session, class: ObjectClass, id: &[u8]) -> ObjectHandle {
-    let found = s.find_objects(&[Attribute::Class(class), Attribute::Id(id.to_vec())]).unwrap();
-    assert_eq!(found.len(), 1, "expected one object of class {class:?} with id {id:02x?}");
+    let found = s
+        .find_objects(&[Attribute::Class(class), Attribute::Id(id.to_vec())])
+        .unwrap();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one object of class {class:?} with id {id:02x?}"
+    );
     found[0]
 }
 
@@ -176,7 +188,10 @@ impl Raw {
             > = lib.get(b"C_GetInterface").unwrap();
             let mut iface = std::ptr::null_mut();
             let mut v = cryptoki_sys::CK_VERSION { major: 3, minor: 0 };
-            assert_eq!(get_interface(c"PKCS 11".as_ptr() as *mut u8, &mut v, &mut iface, 0), 0);
+            assert_eq!(
+                get_interface(c"PKCS 11".as_ptr() as *mut u8, &mut v, &mut iface, 0),
+                0
+            );
             let f = &*((*iface).pFunctionList as *const cryptoki_sys::CK_FUNCTION_LIST_3_0);
             Raw { _lib: lib, f }
         }
@@ -191,24 +206,46 @@ pub fn raw_mech<T>(t: cryptoki_sys::CK_MECHANISM_TYPE, p: Option<&mut T>) -> cry
             pParameter: p as *mut T as *mut std::ffi::c_void,
             ulParameterLen: std::mem::size_of::<T>() as cryptoki_sys::CK_ULONG,
         },
-        None => cryptoki_sys::CK_MECHANISM { mechanism: t, pParameter: std::ptr::null_mut(), ulParameterLen: 0 },
+        None => cryptoki_sys::CK_MECHANISM {
+            mechanism: t,
+            pParameter: std::ptr::null_mut(),
+            ulParameterLen: 0,
+        },
     }
 }
 
 /// Signs `data` with the raw API (two calls: length, then data).
-pub fn raw_sign(r: &Raw, h: cryptoki_sys::CK_SESSION_HANDLE, mech: &mut cryptoki_sys::CK_MECHANISM, key: ObjectHandle, data: &[u8]) -> Result<Vec<u8>, cryptoki_sys::CK_RV> {
+pub fn raw_sign(
+    r: &Raw,
+    h: cryptoki_sys::CK_SESSION_HANDLE,
+    mech: &mut cryptoki_sys::CK_MECHANISM,
+    key: ObjectHandle,
+    data: &[u8],
+) -> Result<Vec<u8>, cryptoki_sys::CK_RV> {
     unsafe {
         let rv = (r.f.C_SignInit.unwrap())(h, mech, key.handle());
         if rv != 0 {
             return Err(rv);
         }
         let mut len = 0;
-        let rv = (r.f.C_Sign.unwrap())(h, data.as_ptr() as *mut u8, data.len() as _, std::ptr::null_mut(), &mut len);
+        let rv = (r.f.C_Sign.unwrap())(
+            h,
+            data.as_ptr() as *mut u8,
+            data.len() as _,
+            std::ptr::null_mut(),
+            &mut len,
+        );
         if rv != 0 {
             return Err(rv);
         }
         let mut out = vec![0u8; len as usize];
-        let rv = (r.f.C_Sign.unwrap())(h, data.as_ptr() as *mut u8, data.len() as _, out.as_mut_ptr(), &mut len);
+        let rv = (r.f.C_Sign.unwrap())(
+            h,
+            data.as_ptr() as *mut u8,
+            data.len() as _,
+            out.as_mut_ptr(),
+            &mut len,
+        );
         if rv != 0 {
             return Err(rv);
         }
@@ -219,7 +256,10 @@ pub fn raw_sign(r: &Raw, h: cryptoki_sys::CK_SESSION_HANDLE, mech: &mut cryptoki
 
 /// Runs `openssl` with `args` and reports whether it succeeded.
 pub fn openssl(args: &[&str]) -> bool {
-    let out = Command::new("openssl").args(args).output().expect("openssl must be installed");
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl must be installed");
     if !out.status.success() {
         eprintln!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }

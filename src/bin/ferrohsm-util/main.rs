@@ -1,0 +1,59 @@
+//! ferrohsm-util: manage ferrohsm tokens and measure what a PKCS#11 module can do.
+//! Every command goes through the module's PKCS#11 API, as any application would.
+
+mod module;
+mod pin;
+mod speed;
+mod tokens;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "ferrohsm-util", version, about = "Manage ferrohsm tokens and measure signing speed")]
+struct Cli {
+    /// PKCS#11 module to use (default: libferrohsm.so next to this program, then system paths).
+    #[arg(long, global = true)]
+    module: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List slots and their tokens.
+    ShowSlots,
+    /// Initialise a token (the free slot, a slot number, or an existing token by label).
+    InitToken(tokens::InitToken),
+    /// List the objects of a token.
+    ListObjects(tokens::ListObjects),
+    /// Import an RSA key pair from a PKCS#8 or PKCS#1 file (PEM or DER).
+    Import(tokens::Import),
+    /// Delete a token and all its objects.
+    DeleteToken(tokens::DeleteToken),
+    /// Change the user PIN (or the SO PIN with --so).
+    SetPin(tokens::SetPin),
+    /// Measure RSA signing throughput through the module, openssl-speed style.
+    Speed(speed::Speed),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::ShowSlots => tokens::show_slots(cli.module.as_deref()),
+        Command::InitToken(a) => tokens::init_token(cli.module.as_deref(), a),
+        Command::ListObjects(a) => tokens::list_objects(cli.module.as_deref(), a),
+        Command::Import(a) => tokens::import(cli.module.as_deref(), a),
+        Command::DeleteToken(a) => tokens::delete_token(a),
+        Command::SetPin(a) => tokens::set_pin(cli.module.as_deref(), a),
+        Command::Speed(a) => speed::run(cli.module.as_deref(), a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrohsm-util: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

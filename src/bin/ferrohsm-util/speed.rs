@@ -1,0 +1,164 @@
+//! `speed`: RSA sign and verify throughput of ferrohsm through its PKCS#11 entry points, on a
+//! temporary in-memory token, printed the way `openssl speed rsa` prints it.
+
+use crate::module::{self, explain, Result};
+use clap::Args;
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::{Attribute, ObjectHandle};
+use cryptoki::session::UserType;
+use cryptoki::types::AuthPin;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct Speed {
+    /// Key sizes in bits.
+    #[arg(long, value_delimiter = ',', default_values_t = [1024u64, 2048, 3072, 4096])]
+    sizes: Vec<u64>,
+    /// Seconds to measure each figure.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Client threads, each with its own session (default: two per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Signature mechanism: sha256-rsa-pkcs, rsa-pkcs (over a SHA-256 DigestInfo) or sha256-rsa-pkcs-pss.
+    #[arg(long, default_value = "sha256-rsa-pkcs")]
+    mechanism: String,
+}
+
+const PIN: &str = "speed-test-pin";
+
+fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
+    use cryptoki::mechanism::rsa::{PkcsMgfType, PkcsPssParams};
+    use cryptoki::mechanism::MechanismType;
+    let message = b"ferrohsm speed test message, 32b".to_vec();
+    Ok(match name {
+        "sha256-rsa-pkcs" => (Mechanism::Sha256RsaPkcs, message),
+        "sha256-rsa-pkcs-pss" => (
+            Mechanism::Sha256RsaPkcsPss(PkcsPssParams {
+                hash_alg: MechanismType::SHA256,
+                mgf: PkcsMgfType::MGF1_SHA256,
+                s_len: 32.into(),
+            }),
+            message,
+        ),
+        "rsa-pkcs" => {
+            let mut di = vec![
+                0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00,
+                0x04, 0x20,
+            ];
+            di.extend_from_slice(&[0x5a; 32]);
+            (Mechanism::RsaPkcs, di)
+        }
+        other => return Err(format!("unknown mechanism {other:?}; use sha256-rsa-pkcs, rsa-pkcs or sha256-rsa-pkcs-pss")),
+    })
+}
+
+/// Runs `op` on `threads` sessions for `seconds`; returns operations per second.
+fn measure(
+    p: &cryptoki::context::Pkcs11,
+    slot: cryptoki::slot::Slot,
+    threads: usize,
+    seconds: f64,
+    op: &(dyn Fn(&cryptoki::session::Session) -> Result<()> + Sync),
+) -> Result<f64> {
+    let count = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let failure = parking_lot::Mutex::new(None);
+    let start = Instant::now();
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| {
+                let s = match p.open_ro_session(slot) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        *failure.lock() = Some(explain("cannot open a session", e));
+                        return;
+                    }
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    if let Err(e) = op(&s) {
+                        *failure.lock() = Some(e);
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+    });
+    if let Some(e) = failure.into_inner() {
+        return Err(e);
+    }
+    Ok(count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
+    // A temporary in-memory token: the user's tokens are never touched.
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+    let conf = dir.path().join("speed.toml");
+    std::fs::write(&conf, "[store]\nbackend = \"memory\"\n").map_err(|e| e.to_string())?;
+    std::env::set_var("FERROHSM_CONF", &conf);
+    let p = module::load(m)?;
+    let slot = module::free_slot(&p)?;
+    let pin = AuthPin::new(PIN.into());
+    p.init_token(slot, &pin, "ferrohsm speed").map_err(|e| explain("cannot make the test token", e))?;
+    let admin = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    admin.login(UserType::So, Some(&pin)).map_err(|e| explain("SO login", e))?;
+    admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
+    admin.logout().ok();
+    admin.login(UserType::User, Some(&pin)).map_err(|e| explain("login", e))?;
+
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = a.threads.unwrap_or(2 * cores).max(1);
+    let (mech, message) = mechanism(&a.mechanism)?;
+    eprintln!("CPU: {} ({cores} cores); {threads} client threads; mechanism {}", cpu_model(), a.mechanism);
+    let mut rows = vec![];
+    for &bits in &a.sizes {
+        eprint!("measuring RSA-{bits}...\r");
+        let public = [Attribute::Token(true), Attribute::ModulusBits(bits.into()), Attribute::Verify(true)];
+        let private = [Attribute::Token(true), Attribute::Private(true), Attribute::Sign(true)];
+        let (pubk, privk): (ObjectHandle, ObjectHandle) = admin
+            .generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private)
+            .map_err(|e| explain(&format!("cannot generate an RSA-{bits} key"), e))?;
+        let signature = admin.sign(&mech, privk, &message).map_err(|e| explain("sign", e))?;
+        // Mechanisms hold raw pointers and cannot cross threads: each call builds its own.
+        let name = a.mechanism.as_str();
+        let sign = |s: &cryptoki::session::Session| {
+            let (mech, _) = mechanism(name)?;
+            s.sign(&mech, privk, &message).map(|_| ()).map_err(|e| explain("sign", e))
+        };
+        let verify = |s: &cryptoki::session::Session| {
+            let (mech, _) = mechanism(name)?;
+            s.verify(&mech, pubk, &message, &signature).map_err(|e| explain("verify", e))
+        };
+        let sign_all = measure(&p, slot, threads, a.seconds, &sign)?;
+        let verify_all = measure(&p, slot, threads, a.seconds, &verify)?;
+        let sign_one = measure(&p, slot, 1, a.seconds / 2.0, &sign)?;
+        rows.push((bits, sign_all, verify_all, sign_one));
+    }
+    eprint!("                          \r");
+    println!("{:>18} {:>10} {:>10} {:>10} {:>10}", "", "sign", "verify", "sign/s", "verify/s");
+    for (bits, s, v, _) in &rows {
+        println!("rsa {bits:>5} bits     {:>9.6}s {:>9.6}s {s:>10.1} {v:>10.1}", 1.0 / s, 1.0 / v);
+    }
+    println!();
+    for (bits, s, _, one) in &rows {
+        println!(
+            "rsa {bits:>5} bits     sign/s per core {:>10.1}   single thread {:>10.1}",
+            s / cores as f64,
+            one
+        );
+    }
+    println!("engine: portable constant-time kernel (rsa crate); CPU: {}; cores: {cores}", cpu_model());
+    Ok(())
+}

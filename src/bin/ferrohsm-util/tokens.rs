@@ -1,0 +1,318 @@
+//! Token management commands: show-slots, init-token, list-objects, import, delete-token,
+//! set-pin.
+
+use crate::module::{self, explain, Result};
+use crate::pin;
+use clap::Args;
+use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass};
+use cryptoki::session::UserType;
+use std::path::{Path, PathBuf};
+
+/// Which token a command acts on.
+#[derive(Args, Clone)]
+pub struct TokenChoice {
+    /// Slot number.
+    #[arg(long)]
+    slot: Option<u64>,
+    /// Token label.
+    #[arg(long = "token")]
+    token: Option<String>,
+    /// Token serial number.
+    #[arg(long)]
+    serial: Option<String>,
+}
+
+impl TokenChoice {
+    fn find(&self, p: &cryptoki::context::Pkcs11) -> Result<cryptoki::slot::Slot> {
+        module::find_token(p, self.slot, self.token.as_deref(), self.serial.as_deref())
+    }
+}
+
+pub fn show_slots(m: Option<&Path>) -> Result<()> {
+    let p = module::load(m)?;
+    for s in p.get_all_slots().map_err(|e| explain("cannot list slots", e))? {
+        let t = p.get_token_info(s).map_err(|e| explain("cannot read token info", e))?;
+        println!("Slot {}", s.id());
+        if t.token_initialized() {
+            println!("    Token label:        {}", t.label());
+            println!("    Serial number:      {}", t.serial_number());
+            println!("    Initialized:        yes");
+            println!("    User PIN init.:     {}", if t.user_pin_initialized() { "yes" } else { "no" });
+            if t.user_pin_locked() {
+                println!("    User PIN:           locked");
+            }
+        } else {
+            println!("    Token label:        ");
+            println!("    Initialized:        no");
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct InitToken {
+    /// Initialise the token in this slot.
+    #[arg(long, conflicts_with_all = ["free", "token"])]
+    slot: Option<u64>,
+    /// Initialise the free (uninitialised) token.
+    #[arg(long, conflicts_with = "token")]
+    free: bool,
+    /// Re-initialise the token with this label (needs its SO PIN; drops every object).
+    #[arg(long = "token")]
+    token: Option<String>,
+    /// Label of the new token (at most 32 characters).
+    #[arg(long)]
+    label: String,
+    /// SO PIN (else $FERROHSM_SO_PIN, else a prompt).
+    #[arg(long = "so-pin")]
+    so_pin: Option<String>,
+    /// User PIN (else $FERROHSM_PIN, else a prompt).
+    #[arg(long)]
+    pin: Option<String>,
+}
+
+pub fn init_token(m: Option<&Path>, a: InitToken) -> Result<()> {
+    if a.label.len() > 32 {
+        return Err(format!("the label {:?} is longer than 32 characters", a.label));
+    }
+    let p = module::load(m)?;
+    let slot = match (a.slot, a.free, &a.token) {
+        (Some(n), _, _) => module::find_token(&p, Some(n), None, None)?,
+        (_, _, Some(l)) => module::find_token(&p, None, Some(l), None)?,
+        (None, true, None) => module::free_slot(&p)?,
+        _ => return Err("say which token: --free, --slot N or --token LABEL".into()),
+    };
+    let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SO PIN")?;
+    let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
+    p.init_token(slot, &so, &a.label).map_err(|e| explain("cannot initialise the token", e))?;
+    let s = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    s.login(UserType::So, Some(&so)).map_err(|e| explain("SO login failed", e))?;
+    s.init_pin(&user).map_err(|e| explain("cannot set the user PIN", e))?;
+    s.logout().ok();
+    println!("The token has been initialized on slot {}", slot.id());
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ListObjects {
+    #[command(flatten)]
+    which: TokenChoice,
+    /// User PIN, to list private objects too (else $FERROHSM_PIN; without it public objects only).
+    #[arg(long)]
+    pin: Option<String>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
+    let p = module::load(m)?;
+    let slot = a.which.find(&p)?;
+    let s = p.open_ro_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    if let Some(pin) = a.pin.or_else(|| std::env::var("FERROHSM_PIN").ok()) {
+        s.login(UserType::User, Some(&cryptoki::types::AuthPin::new(pin.into())))
+            .map_err(|e| explain("login failed", e))?;
+    }
+    for h in s.find_objects(&[]).map_err(|e| explain("search failed", e))? {
+        let attrs = s
+            .get_attributes(h, &[AttributeType::Class, AttributeType::KeyType, AttributeType::Id, AttributeType::Label, AttributeType::Modulus])
+            .map_err(|e| explain("cannot read attributes", e))?;
+        let (mut class, mut kind, mut id, mut label, mut bits) = (String::new(), String::new(), String::new(), String::new(), 0);
+        for at in attrs {
+            match at {
+                Attribute::Class(c) => class = c.to_string(),
+                Attribute::KeyType(k) => kind = k.to_string(),
+                Attribute::Id(v) => id = hex(&v),
+                Attribute::Label(v) => label = String::from_utf8_lossy(&v).into_owned(),
+                Attribute::Modulus(n) => bits = n.len() * 8 - n.first().map_or(0, |b| b.leading_zeros() as usize),
+                _ => {}
+            }
+        }
+        let size = if bits > 0 { format!(" {bits} bits") } else { String::new() };
+        println!("{class}\t{kind}{size}\tid={id}\tlabel={label}");
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct Import {
+    #[command(flatten)]
+    which: TokenChoice,
+    /// The key file: PKCS#8 or PKCS#1, PEM or DER.
+    file: PathBuf,
+    /// CKA_ID in hex (an even number of digits).
+    #[arg(long)]
+    id: String,
+    /// CKA_LABEL.
+    #[arg(long)]
+    label: String,
+    /// User PIN (else $FERROHSM_PIN, else a prompt).
+    #[arg(long)]
+    pin: Option<String>,
+    /// Import even if a key with this id exists.
+    #[arg(long)]
+    force: bool,
+    /// Import the private key only.
+    #[arg(long = "no-public-key")]
+    no_public_key: bool,
+}
+
+/// Reads an RSA private key in any of the four usual encodings.
+pub fn read_key(path: &Path) -> Result<rsa::PrivateKey> {
+    use rsa::pkcs1::DecodeRsaPrivateKey;
+    use rsa::pkcs8::DecodePrivateKey;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if let Ok(text) = std::str::from_utf8(&bytes) {
+        if let Ok(k) = rsa::PrivateKey::from_pkcs8_pem(text) {
+            return Ok(k);
+        }
+        if let Ok(k) = rsa::PrivateKey::from_pkcs1_pem(text) {
+            return Ok(k);
+        }
+    }
+    rsa::PrivateKey::from_pkcs8_der(&bytes)
+        .or_else(|_| rsa::PrivateKey::from_pkcs1_der(&bytes))
+        .map_err(|_| format!("{} is not an unencrypted RSA private key in PKCS#8 or PKCS#1 (PEM or DER)", path.display()))
+}
+
+fn be(v: &rsa::BoxedUint) -> Vec<u8> {
+    let b = v.to_be_bytes();
+    let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    b[first..].to_vec()
+}
+
+pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
+    use rsa::traits::{PrivateKeyParts, PublicKeyParts};
+    let id = parse_hex(&a.id)?;
+    let key = read_key(&a.file)?;
+    let p = module::load(m)?;
+    let slot = a.which.find(&p)?;
+    let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
+    let s = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    s.login(UserType::User, Some(&user)).map_err(|e| explain("login failed", e))?;
+    let existing = s.find_objects(&[Attribute::Id(id.clone())]).map_err(|e| explain("search failed", e))?;
+    if !existing.is_empty() && !a.force {
+        return Err(format!("an object with id {} exists; use another --id or --force", a.id));
+    }
+    let n = be(key.n().as_ref());
+    let e = be(key.e());
+    let label = a.label.into_bytes();
+    let private = [
+        Attribute::Class(ObjectClass::PRIVATE_KEY),
+        Attribute::KeyType(KeyType::RSA),
+        Attribute::Token(true),
+        Attribute::Private(true),
+        Attribute::Sensitive(true),
+        Attribute::Extractable(false),
+        Attribute::Sign(true),
+        Attribute::Decrypt(true),
+        Attribute::Unwrap(true),
+        Attribute::Id(id.clone()),
+        Attribute::Label(label.clone()),
+        Attribute::Modulus(n.clone()),
+        Attribute::PublicExponent(e.clone()),
+        Attribute::PrivateExponent(be(key.d())),
+        Attribute::Prime1(be(key.primes()[0].as_ref())),
+        Attribute::Prime2(be(key.primes()[1].as_ref())),
+        Attribute::Exponent1(key.dp().map(be).unwrap_or_default()),
+        Attribute::Exponent2(key.dq().map(be).unwrap_or_default()),
+        Attribute::Coefficient(key.crt_coefficient().as_ref().map(be).unwrap_or_default()),
+    ];
+    s.create_object(&private).map_err(|e| explain("cannot store the private key", e))?;
+    if !a.no_public_key {
+        let public = [
+            Attribute::Class(ObjectClass::PUBLIC_KEY),
+            Attribute::KeyType(KeyType::RSA),
+            Attribute::Token(true),
+            Attribute::Private(false),
+            Attribute::Verify(true),
+            Attribute::Encrypt(true),
+            Attribute::Wrap(true),
+            Attribute::Id(id),
+            Attribute::Label(label),
+            Attribute::Modulus(n),
+            Attribute::PublicExponent(e),
+        ];
+        s.create_object(&public).map_err(|e| explain("cannot store the public key", e))?;
+    }
+    println!("The key pair has been imported.");
+    Ok(())
+}
+
+pub fn parse_hex(s: &str) -> Result<Vec<u8>> {
+    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("--id {s:?} must be an even number of hex digits"));
+    }
+    Ok((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect())
+}
+
+#[derive(Args)]
+pub struct DeleteToken {
+    #[command(flatten)]
+    which: TokenChoice,
+    /// SO PIN of the token (else $FERROHSM_SO_PIN, else a prompt).
+    #[arg(long = "so-pin")]
+    so_pin: Option<String>,
+}
+
+/// Deletion is not a PKCS#11 operation: it acts on the configured store directly, after
+/// checking the SO PIN.
+pub fn delete_token(a: DeleteToken) -> Result<()> {
+    use ferrohsm::store::{PinOwner, Store};
+    let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
+    if config.store.backend != "sqlite" {
+        return Err("delete-token works on the sqlite store; the configured store is in memory".into());
+    }
+    let kdf = ferrohsm::store::crypt::KdfParams { memory_kib: config.pin.kdf_memory_kib, passes: config.pin.kdf_passes };
+    let store = ferrohsm::store::sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
+    let tokens = store.tokens().map_err(|e| format!("cannot read the store: {e}"))?;
+    let label_of = |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.label).trim_end().to_string();
+    let serial_of = |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
+    let token = tokens
+        .iter()
+        .find(|t| {
+            a.which.slot == Some(t.slot_id as u64)
+                || a.which.token.as_deref() == Some(label_of(t).as_str())
+                || a.which.serial.as_deref() == Some(serial_of(t).as_str())
+        })
+        .ok_or("no such token; run show-slots")?;
+    let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SO PIN")?;
+    use secrecy::ExposeSecret;
+    store
+        .login(token.slot_id, PinOwner::So, so.expose_secret().as_bytes())
+        .map_err(|e| format!("SO PIN not accepted: {e}"))?;
+    store.delete_token(token.slot_id).map_err(|e| format!("cannot delete the token: {e}"))?;
+    println!("The token {:?} (slot {}) has been deleted from {}.", label_of(token), token.slot_id, store.path().display());
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct SetPin {
+    #[command(flatten)]
+    which: TokenChoice,
+    /// Change the SO PIN instead of the user PIN.
+    #[arg(long)]
+    so: bool,
+    /// The current PIN (else $FERROHSM_PIN or $FERROHSM_SO_PIN, else a prompt).
+    #[arg(long)]
+    pin: Option<String>,
+    /// The new PIN (else $FERROHSM_NEW_PIN, else a prompt).
+    #[arg(long = "new-pin")]
+    new_pin: Option<String>,
+}
+
+pub fn set_pin(m: Option<&Path>, a: SetPin) -> Result<()> {
+    let p = module::load(m)?;
+    let slot = a.which.find(&p)?;
+    let (var, prompt) = if a.so { ("FERROHSM_SO_PIN", "Current SO PIN") } else { ("FERROHSM_PIN", "Current user PIN") };
+    let old = pin::get(a.pin, var, prompt)?;
+    let new = pin::get(a.new_pin, "FERROHSM_NEW_PIN", "New PIN")?;
+    let s = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    if a.so {
+        s.login(UserType::So, Some(&old)).map_err(|e| explain("SO login failed", e))?;
+    }
+    s.set_pin(&old, &new).map_err(|e| explain("cannot change the PIN", e))?;
+    println!("The {} PIN has been changed.", if a.so { "SO" } else { "user" });
+    Ok(())
+}

@@ -88,11 +88,6 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    fn free_slot_id(&self) -> Result<CK_SLOT_ID> {
-        let g = self.inner.lock();
-        Ok(g.tokens.keys().next_back().map_or(0, |k| k + 1))
-    }
-
     fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {
         let mut g = self.inner.lock();
         if let Some(t) = g.tokens.get_mut(&slot_id) {

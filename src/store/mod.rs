@@ -40,10 +40,8 @@ pub struct TokenRecord {
 /// A store of tokens and their objects. Object ids are unique across the store, never
 /// reused, and below `MAX_OBJECT_ID` so that session-object handles cannot alias them.
 pub trait Store: Send + Sync {
-    /// Every initialised token, in slot order.
+    /// Every initialised token, in slot order. The free slot is the one after the last.
     fn tokens(&self) -> Result<Vec<TokenRecord>>;
-    /// The slot id the next initialised token will get (the free slot).
-    fn free_slot_id(&self) -> Result<CK_SLOT_ID>;
     /// Initialises a token: a new one in the free slot, or, when `slot_id` holds a token whose
     /// SO PIN is `so_pin`, re-initialises it (objects and user PIN dropped, serial kept).
     fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord>;

@@ -139,6 +139,14 @@ impl SqliteStore {
                 self.path.display()
             )
         };
+        // The common case, a current schema, needs no write transaction (and no fsync):
+        // signers that initialise and finalise repeatedly stay fast.
+        let current: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(bad)?;
+        if current == SCHEMA_VERSION {
+            return Ok(());
+        }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(bad)?;
@@ -411,15 +419,6 @@ impl Store for SqliteStore {
             .map_err(db_err)?;
         let rows = st.query_map([], record_from_row).map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
-    }
-
-    fn free_slot_id(&self) -> Result<CK_SLOT_ID> {
-        let max: Option<i64> = self
-            .conn
-            .lock()
-            .query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0))
-            .map_err(db_err)?;
-        Ok(max.map_or(0, |m| m as CK_SLOT_ID + 1))
     }
 
     fn init_token(&self, slot: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {

@@ -56,7 +56,8 @@ impl Library {
     pub fn slot_list(&self, token_present: bool) -> Result<Vec<CK_SLOT_ID>> {
         let _ = token_present; // every slot holds a token, initialised or not
         let records = self.store.tokens()?;
-        let free = self.store.free_slot_id()?;
+        // Slot ids only grow: the free slot follows the highest initialised one.
+        let free = records.last().map_or(0, |r| r.slot_id + 1);
         let mut tokens = self.tokens.write();
         let mut ids = Vec::with_capacity(records.len() + 1);
         for r in records {

@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ferrohsm-util", version, about = "Manage ferrohsm tokens and measure signing speed")]
+#[command(
+    name = "ferrohsm-util",
+    version,
+    about = "Manage ferrohsm tokens and measure signing speed"
+)]
 struct Cli {
     /// PKCS#11 module to use (default: libferrohsm.so next to this program, then system paths).
     #[arg(long, global = true)]

@@ -11,10 +11,16 @@ pub fn explain(what: &str, e: cryptoki::error::Error) -> String {
     use cryptoki::error::{Error, RvError};
     let hint = match &e {
         Error::Pkcs11(RvError::PinIncorrect, _) => " (wrong PIN; the token locks after repeated failures)",
-        Error::Pkcs11(RvError::PinLocked, _) => " (the PIN is locked: the SO must set a new user PIN with init-token --pin or set-pin)",
+        Error::Pkcs11(RvError::PinLocked, _) => {
+            " (the PIN is locked: the SO must set a new user PIN with init-token --pin or set-pin)"
+        }
         Error::Pkcs11(RvError::PinLenRange, _) => " (PINs have 4 to 255 characters)",
-        Error::Pkcs11(RvError::UserPinNotInitialized, _) => " (the token has no user PIN yet: run init-token with --pin)",
-        Error::Pkcs11(RvError::GeneralError, _) => " (see the log line above; check the configuration file and the store directory)",
+        Error::Pkcs11(RvError::UserPinNotInitialized, _) => {
+            " (the token has no user PIN yet: run init-token with --pin)"
+        }
+        Error::Pkcs11(RvError::GeneralError, _) => {
+            " (see the log line above; check the configuration file and the store directory)"
+        }
         _ => "",
     };
     format!("{what}: {e}{hint}")
@@ -34,10 +40,9 @@ pub fn module_path(given: Option<&Path>) -> Result<PathBuf> {
     }
     candidates.push(PathBuf::from("/usr/lib/x86_64-linux-gnu/pkcs11/libferrohsm.so"));
     candidates.push(PathBuf::from("/usr/local/lib/libferrohsm.so"));
-    candidates
-        .into_iter()
-        .find(|p| p.exists())
-        .ok_or_else(|| "cannot find libferrohsm.so: build it (cargo build --release) or pass --module PATH".into())
+    candidates.into_iter().find(|p| p.exists()).ok_or_else(|| {
+        "cannot find libferrohsm.so: build it (cargo build --release) or pass --module PATH".into()
+    })
 }
 
 pub fn load(given: Option<&Path>) -> Result<Pkcs11> {
@@ -55,7 +60,9 @@ pub fn find_token(p: &Pkcs11, slot: Option<u64>, label: Option<&str>, serial: Op
         if slot == Some(s.id()) {
             return Ok(s);
         }
-        let info = p.get_token_info(s).map_err(|e| explain("cannot read token info", e))?;
+        let info = p
+            .get_token_info(s)
+            .map_err(|e| explain("cannot read token info", e))?;
         if !info.token_initialized() {
             continue;
         }
@@ -74,7 +81,11 @@ pub fn find_token(p: &Pkcs11, slot: Option<u64>, label: Option<&str>, serial: Op
 /// The slot holding the uninitialised token.
 pub fn free_slot(p: &Pkcs11) -> Result<Slot> {
     for s in p.get_all_slots().map_err(|e| explain("cannot list slots", e))? {
-        if !p.get_token_info(s).map_err(|e| explain("cannot read token info", e))?.token_initialized() {
+        if !p
+            .get_token_info(s)
+            .map_err(|e| explain("cannot read token info", e))?
+            .token_initialized()
+        {
             return Ok(s);
         }
     }

@@ -45,13 +45,17 @@ fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
         ),
         "rsa-pkcs" => {
             let mut di = vec![
-                0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00,
-                0x04, 0x20,
+                0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01,
+                0x05, 0x00, 0x04, 0x20,
             ];
             di.extend_from_slice(&[0x5a; 32]);
             (Mechanism::RsaPkcs, di)
         }
-        other => return Err(format!("unknown mechanism {other:?}; use sha256-rsa-pkcs, rsa-pkcs or sha256-rsa-pkcs-pss")),
+        other => {
+            return Err(format!(
+                "unknown mechanism {other:?}; use sha256-rsa-pkcs, rsa-pkcs or sha256-rsa-pkcs-pss"
+            ))
+        }
     })
 }
 
@@ -98,7 +102,11 @@ fn measure(
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -111,35 +119,59 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     let p = module::load(m)?;
     let slot = module::free_slot(&p)?;
     let pin = AuthPin::new(PIN.into());
-    p.init_token(slot, &pin, "ferrohsm speed").map_err(|e| explain("cannot make the test token", e))?;
-    let admin = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
-    admin.login(UserType::So, Some(&pin)).map_err(|e| explain("SO login", e))?;
+    p.init_token(slot, &pin, "ferrohsm speed")
+        .map_err(|e| explain("cannot make the test token", e))?;
+    let admin = p
+        .open_rw_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
+    admin
+        .login(UserType::So, Some(&pin))
+        .map_err(|e| explain("SO login", e))?;
     admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
     admin.logout().ok();
-    admin.login(UserType::User, Some(&pin)).map_err(|e| explain("login", e))?;
+    admin
+        .login(UserType::User, Some(&pin))
+        .map_err(|e| explain("login", e))?;
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = a.threads.unwrap_or(2 * cores).max(1);
     let (mech, message) = mechanism(&a.mechanism)?;
-    eprintln!("CPU: {} ({cores} cores); {threads} client threads; mechanism {}", cpu_model(), a.mechanism);
+    eprintln!(
+        "CPU: {} ({cores} cores); {threads} client threads; mechanism {}",
+        cpu_model(),
+        a.mechanism
+    );
     let mut rows = vec![];
     for &bits in &a.sizes {
         eprint!("measuring RSA-{bits}...\r");
-        let public = [Attribute::Token(true), Attribute::ModulusBits(bits.into()), Attribute::Verify(true)];
-        let private = [Attribute::Token(true), Attribute::Private(true), Attribute::Sign(true)];
+        let public = [
+            Attribute::Token(true),
+            Attribute::ModulusBits(bits.into()),
+            Attribute::Verify(true),
+        ];
+        let private = [
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Sign(true),
+        ];
         let (pubk, privk): (ObjectHandle, ObjectHandle) = admin
             .generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private)
             .map_err(|e| explain(&format!("cannot generate an RSA-{bits} key"), e))?;
-        let signature = admin.sign(&mech, privk, &message).map_err(|e| explain("sign", e))?;
+        let signature = admin
+            .sign(&mech, privk, &message)
+            .map_err(|e| explain("sign", e))?;
         // Mechanisms hold raw pointers and cannot cross threads: each call builds its own.
         let name = a.mechanism.as_str();
         let sign = |s: &cryptoki::session::Session| {
             let (mech, _) = mechanism(name)?;
-            s.sign(&mech, privk, &message).map(|_| ()).map_err(|e| explain("sign", e))
+            s.sign(&mech, privk, &message)
+                .map(|_| ())
+                .map_err(|e| explain("sign", e))
         };
         let verify = |s: &cryptoki::session::Session| {
             let (mech, _) = mechanism(name)?;
-            s.verify(&mech, pubk, &message, &signature).map_err(|e| explain("verify", e))
+            s.verify(&mech, pubk, &message, &signature)
+                .map_err(|e| explain("verify", e))
         };
         let sign_all = measure(&p, slot, threads, a.seconds, &sign)?;
         let verify_all = measure(&p, slot, threads, a.seconds, &verify)?;
@@ -147,9 +179,16 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         rows.push((bits, sign_all, verify_all, sign_one));
     }
     eprint!("                          \r");
-    println!("{:>18} {:>10} {:>10} {:>10} {:>10}", "", "sign", "verify", "sign/s", "verify/s");
+    println!(
+        "{:>18} {:>10} {:>10} {:>10} {:>10}",
+        "", "sign", "verify", "sign/s", "verify/s"
+    );
     for (bits, s, v, _) in &rows {
-        println!("rsa {bits:>5} bits     {:>9.6}s {:>9.6}s {s:>10.1} {v:>10.1}", 1.0 / s, 1.0 / v);
+        println!(
+            "rsa {bits:>5} bits     {:>9.6}s {:>9.6}s {s:>10.1} {v:>10.1}",
+            1.0 / s,
+            1.0 / v
+        );
     }
     println!();
     for (bits, s, _, one) in &rows {
@@ -159,6 +198,9 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
             one
         );
     }
-    println!("engine: portable constant-time kernel (rsa crate); CPU: {}; cores: {cores}", cpu_model());
+    println!(
+        "engine: portable constant-time kernel (rsa crate); CPU: {}; cores: {cores}",
+        cpu_model()
+    );
     Ok(())
 }

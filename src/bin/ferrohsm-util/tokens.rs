@@ -31,13 +31,18 @@ impl TokenChoice {
 pub fn show_slots(m: Option<&Path>) -> Result<()> {
     let p = module::load(m)?;
     for s in p.get_all_slots().map_err(|e| explain("cannot list slots", e))? {
-        let t = p.get_token_info(s).map_err(|e| explain("cannot read token info", e))?;
+        let t = p
+            .get_token_info(s)
+            .map_err(|e| explain("cannot read token info", e))?;
         println!("Slot {}", s.id());
         if t.token_initialized() {
             println!("    Token label:        {}", t.label());
             println!("    Serial number:      {}", t.serial_number());
             println!("    Initialized:        yes");
-            println!("    User PIN init.:     {}", if t.user_pin_initialized() { "yes" } else { "no" });
+            println!(
+                "    User PIN init.:     {}",
+                if t.user_pin_initialized() { "yes" } else { "no" }
+            );
             if t.user_pin_locked() {
                 println!("    User PIN:           locked");
             }
@@ -84,10 +89,15 @@ pub fn init_token(m: Option<&Path>, a: InitToken) -> Result<()> {
     };
     let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SO PIN")?;
     let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
-    p.init_token(slot, &so, &a.label).map_err(|e| explain("cannot initialise the token", e))?;
-    let s = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
-    s.login(UserType::So, Some(&so)).map_err(|e| explain("SO login failed", e))?;
-    s.init_pin(&user).map_err(|e| explain("cannot set the user PIN", e))?;
+    p.init_token(slot, &so, &a.label)
+        .map_err(|e| explain("cannot initialise the token", e))?;
+    let s = p
+        .open_rw_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
+    s.login(UserType::So, Some(&so))
+        .map_err(|e| explain("SO login failed", e))?;
+    s.init_pin(&user)
+        .map_err(|e| explain("cannot set the user PIN", e))?;
     s.logout().ok();
     println!("The token has been initialized on slot {}", slot.id());
     Ok(())
@@ -109,27 +119,45 @@ fn hex(b: &[u8]) -> String {
 pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
     let p = module::load(m)?;
     let slot = a.which.find(&p)?;
-    let s = p.open_ro_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    let s = p
+        .open_ro_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
     if let Some(pin) = a.pin.or_else(|| std::env::var("FERROHSM_PIN").ok()) {
         s.login(UserType::User, Some(&cryptoki::types::AuthPin::new(pin.into())))
             .map_err(|e| explain("login failed", e))?;
     }
     for h in s.find_objects(&[]).map_err(|e| explain("search failed", e))? {
         let attrs = s
-            .get_attributes(h, &[AttributeType::Class, AttributeType::KeyType, AttributeType::Id, AttributeType::Label, AttributeType::Modulus])
+            .get_attributes(
+                h,
+                &[
+                    AttributeType::Class,
+                    AttributeType::KeyType,
+                    AttributeType::Id,
+                    AttributeType::Label,
+                    AttributeType::Modulus,
+                ],
+            )
             .map_err(|e| explain("cannot read attributes", e))?;
-        let (mut class, mut kind, mut id, mut label, mut bits) = (String::new(), String::new(), String::new(), String::new(), 0);
+        let (mut class, mut kind, mut id, mut label, mut bits) =
+            (String::new(), String::new(), String::new(), String::new(), 0);
         for at in attrs {
             match at {
                 Attribute::Class(c) => class = c.to_string(),
                 Attribute::KeyType(k) => kind = k.to_string(),
                 Attribute::Id(v) => id = hex(&v),
                 Attribute::Label(v) => label = String::from_utf8_lossy(&v).into_owned(),
-                Attribute::Modulus(n) => bits = n.len() * 8 - n.first().map_or(0, |b| b.leading_zeros() as usize),
+                Attribute::Modulus(n) => {
+                    bits = n.len() * 8 - n.first().map_or(0, |b| b.leading_zeros() as usize)
+                }
                 _ => {}
             }
         }
-        let size = if bits > 0 { format!(" {bits} bits") } else { String::new() };
+        let size = if bits > 0 {
+            format!(" {bits} bits")
+        } else {
+            String::new()
+        };
         println!("{class}\t{kind}{size}\tid={id}\tlabel={label}");
     }
     Ok(())
@@ -173,7 +201,12 @@ pub fn read_key(path: &Path) -> Result<rsa::PrivateKey> {
     }
     rsa::PrivateKey::from_pkcs8_der(&bytes)
         .or_else(|_| rsa::PrivateKey::from_pkcs1_der(&bytes))
-        .map_err(|_| format!("{} is not an unencrypted RSA private key in PKCS#8 or PKCS#1 (PEM or DER)", path.display()))
+        .map_err(|_| {
+            format!(
+                "{} is not an unencrypted RSA private key in PKCS#8 or PKCS#1 (PEM or DER)",
+                path.display()
+            )
+        })
 }
 
 fn be(v: &rsa::BoxedUint) -> Vec<u8> {
@@ -189,11 +222,19 @@ pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
     let p = module::load(m)?;
     let slot = a.which.find(&p)?;
     let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
-    let s = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
-    s.login(UserType::User, Some(&user)).map_err(|e| explain("login failed", e))?;
-    let existing = s.find_objects(&[Attribute::Id(id.clone())]).map_err(|e| explain("search failed", e))?;
+    let s = p
+        .open_rw_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
+    s.login(UserType::User, Some(&user))
+        .map_err(|e| explain("login failed", e))?;
+    let existing = s
+        .find_objects(&[Attribute::Id(id.clone())])
+        .map_err(|e| explain("search failed", e))?;
     if !existing.is_empty() && !a.force {
-        return Err(format!("an object with id {} exists; use another --id or --force", a.id));
+        return Err(format!(
+            "an object with id {} exists; use another --id or --force",
+            a.id
+        ));
     }
     let n = be(key.n().as_ref());
     let e = be(key.e());
@@ -219,7 +260,8 @@ pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
         Attribute::Exponent2(key.dq().map(be).unwrap_or_default()),
         Attribute::Coefficient(key.crt_coefficient().as_ref().map(be).unwrap_or_default()),
     ];
-    s.create_object(&private).map_err(|e| explain("cannot store the private key", e))?;
+    s.create_object(&private)
+        .map_err(|e| explain("cannot store the private key", e))?;
     if !a.no_public_key {
         let public = [
             Attribute::Class(ObjectClass::PUBLIC_KEY),
@@ -234,7 +276,8 @@ pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
             Attribute::Modulus(n),
             Attribute::PublicExponent(e),
         ];
-        s.create_object(&public).map_err(|e| explain("cannot store the public key", e))?;
+        s.create_object(&public)
+            .map_err(|e| explain("cannot store the public key", e))?;
     }
     println!("The key pair has been imported.");
     Ok(())
@@ -244,7 +287,10 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>> {
     if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("--id {s:?} must be an even number of hex digits"));
     }
-    Ok((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect())
+    Ok((0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect())
 }
 
 #[derive(Args)]
@@ -264,11 +310,19 @@ pub fn delete_token(a: DeleteToken) -> Result<()> {
     if config.store.backend != "sqlite" {
         return Err("delete-token works on the sqlite store; the configured store is in memory".into());
     }
-    let kdf = ferrohsm::store::crypt::KdfParams { memory_kib: config.pin.kdf_memory_kib, passes: config.pin.kdf_passes };
-    let store = ferrohsm::store::sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
-    let tokens = store.tokens().map_err(|e| format!("cannot read the store: {e}"))?;
-    let label_of = |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.label).trim_end().to_string();
-    let serial_of = |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
+    let kdf = ferrohsm::store::crypt::KdfParams {
+        memory_kib: config.pin.kdf_memory_kib,
+        passes: config.pin.kdf_passes,
+    };
+    let store =
+        ferrohsm::store::sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
+    let tokens = store
+        .tokens()
+        .map_err(|e| format!("cannot read the store: {e}"))?;
+    let label_of =
+        |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.label).trim_end().to_string();
+    let serial_of =
+        |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
     let token = tokens
         .iter()
         .find(|t| {
@@ -282,8 +336,15 @@ pub fn delete_token(a: DeleteToken) -> Result<()> {
     store
         .login(token.slot_id, PinOwner::So, so.expose_secret().as_bytes())
         .map_err(|e| format!("SO PIN not accepted: {e}"))?;
-    store.delete_token(token.slot_id).map_err(|e| format!("cannot delete the token: {e}"))?;
-    println!("The token {:?} (slot {}) has been deleted from {}.", label_of(token), token.slot_id, store.path().display());
+    store
+        .delete_token(token.slot_id)
+        .map_err(|e| format!("cannot delete the token: {e}"))?;
+    println!(
+        "The token {:?} (slot {}) has been deleted from {}.",
+        label_of(token),
+        token.slot_id,
+        store.path().display()
+    );
     Ok(())
 }
 
@@ -305,14 +366,22 @@ pub struct SetPin {
 pub fn set_pin(m: Option<&Path>, a: SetPin) -> Result<()> {
     let p = module::load(m)?;
     let slot = a.which.find(&p)?;
-    let (var, prompt) = if a.so { ("FERROHSM_SO_PIN", "Current SO PIN") } else { ("FERROHSM_PIN", "Current user PIN") };
+    let (var, prompt) = if a.so {
+        ("FERROHSM_SO_PIN", "Current SO PIN")
+    } else {
+        ("FERROHSM_PIN", "Current user PIN")
+    };
     let old = pin::get(a.pin, var, prompt)?;
     let new = pin::get(a.new_pin, "FERROHSM_NEW_PIN", "New PIN")?;
-    let s = p.open_rw_session(slot).map_err(|e| explain("cannot open a session", e))?;
+    let s = p
+        .open_rw_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
     if a.so {
-        s.login(UserType::So, Some(&old)).map_err(|e| explain("SO login failed", e))?;
+        s.login(UserType::So, Some(&old))
+            .map_err(|e| explain("SO login failed", e))?;
     }
-    s.set_pin(&old, &new).map_err(|e| explain("cannot change the PIN", e))?;
+    s.set_pin(&old, &new)
+        .map_err(|e| explain("cannot change the PIN", e))?;
     println!("The {} PIN has been changed.", if a.so { "SO" } else { "user" });
     Ok(())
 }

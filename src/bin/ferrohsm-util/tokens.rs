@@ -284,7 +284,7 @@ pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
 }
 
 pub fn parse_hex(s: &str) -> Result<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("--id {s:?} must be an even number of hex digits"));
     }
     Ok((0..s.len())
@@ -326,7 +326,7 @@ pub fn delete_token(a: DeleteToken) -> Result<()> {
     let token = tokens
         .iter()
         .find(|t| {
-            a.which.slot == Some(t.slot_id as u64)
+            a.which.slot == Some(t.slot_id)
                 || a.which.token.as_deref() == Some(label_of(t).as_str())
                 || a.which.serial.as_deref() == Some(serial_of(t).as_str())
         })

@@ -35,7 +35,11 @@ fn sixteen_signers_and_a_writer() {
                 while n < 20 || !stop.load(Ordering::Relaxed) {
                     let msg = format!("thread {t} message {n}");
                     let hash = Sha256::digest(msg.as_bytes());
-                    let (pk, key) = if t % 2 == 0 { (shared_pk, shared_priv) } else { (&own[t % 4].0, own[t % 4].1) };
+                    let (pk, key) = if t % 2 == 0 {
+                        (shared_pk, shared_priv)
+                    } else {
+                        (&own[t % 4].0, own[t % 4].1)
+                    };
                     let sig = s.sign(&Mechanism::Sha256RsaPkcs, key, msg.as_bytes()).unwrap();
                     pk.verify(Pkcs1v15Sign::new::<Sha256>(), &hash, &sig).unwrap();
                     n += 1;
@@ -95,5 +99,6 @@ fn sessions_opened_and_closed_concurrently() {
         }
     });
     // The application is still logged in through the session it kept open.
-    keep.sign(&Mechanism::Sha256RsaPkcs, pr, b"still logged in").unwrap();
+    keep.sign(&Mechanism::Sha256RsaPkcs, pr, b"still logged in")
+        .unwrap();
 }

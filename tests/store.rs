@@ -21,7 +21,12 @@ fn be(v: &rsa::BoxedUint) -> Vec<u8> {
     b[first..].to_vec()
 }
 
-fn import(s: &cryptoki::session::Session, k: &rsa::PrivateKey, id: &[u8], label: &[u8]) -> cryptoki::object::ObjectHandle {
+fn import(
+    s: &cryptoki::session::Session,
+    k: &rsa::PrivateKey,
+    id: &[u8],
+    label: &[u8],
+) -> cryptoki::object::ObjectHandle {
     s.create_object(&[
         Attribute::Class(ObjectClass::PRIVATE_KEY),
         Attribute::KeyType(KeyType::RSA),
@@ -78,11 +83,18 @@ fn nothing_secret_is_stored_in_clear() {
         Attribute::Label(b"public-label-k4m1".to_vec()),
     ])
     .unwrap();
-    s.set_pin(&AuthPin::new(USER_PIN.into()), &AuthPin::new("user-pin-zz91".into())).unwrap();
+    s.set_pin(
+        &AuthPin::new(USER_PIN.into()),
+        &AuthPin::new("user-pin-zz91".into()),
+    )
+    .unwrap();
     s.close().unwrap();
     p.finalize().unwrap();
     let bytes = store_bytes(&env.store_dir());
-    assert!(contains(&bytes, b"public-label-k4m1"), "the grep finds clear text when it is there");
+    assert!(
+        contains(&bytes, b"public-label-k4m1"),
+        "the grep finds clear text when it is there"
+    );
     for (what, secret) in [
         ("prime 1", be(k.primes()[0].as_ref())),
         ("prime 2", be(k.primes()[1].as_ref())),
@@ -94,16 +106,28 @@ fn nothing_secret_is_stored_in_clear() {
         ("user PIN", b"user-pin-zz91".to_vec()),
         ("SO PIN", SO_PIN.as_bytes().to_vec()),
     ] {
-        assert!(!contains(&bytes, &secret[..secret.len().min(24)]), "{what} found in clear in the store");
+        assert!(
+            !contains(&bytes, &secret[..secret.len().min(24)]),
+            "{what} found in clear in the store"
+        );
     }
     // And it all comes back after a restart.
     let p = load();
     let s = p.open_rw_session(slot).unwrap();
-    s.login(UserType::User, Some(&AuthPin::new("user-pin-zz91".into()))).unwrap();
+    s.login(UserType::User, Some(&AuthPin::new("user-pin-zz91".into())))
+        .unwrap();
     let h = find_one(&s, ObjectClass::PRIVATE_KEY, b"private-id-7f3a");
     let sig = s.sign(&Mechanism::Sha256RsaPkcs, h, b"after restart").unwrap();
-    k.to_public_key().verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"after restart"), &sig).unwrap();
-    let found = s.find_objects(&[Attribute::Label(b"private-label-q8z2".to_vec())]).unwrap();
+    k.to_public_key()
+        .verify(
+            Pkcs1v15Sign::new::<Sha256>(),
+            &Sha256::digest(b"after restart"),
+            &sig,
+        )
+        .unwrap();
+    let found = s
+        .find_objects(&[Attribute::Label(b"private-label-q8z2".to_vec())])
+        .unwrap();
     assert_eq!(found, vec![h]);
 }
 
@@ -136,8 +160,11 @@ fn spawn_worker(env: &TestEnv, command: &str) -> std::process::Child {
         ),
         (other, _) => panic!("unknown worker command {other}"),
     };
+    use std::os::unix::process::CommandExt;
     Command::new("bash")
         .args(["-c", &script])
+        // Its own process group, so a kill reaches the pkcs11-tool in the middle of its work.
+        .process_group(0)
         .env("FERROHSM_CONF", env.conf())
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -153,28 +180,42 @@ fn two_processes_see_each_others_changes() {
     let (pub1, priv1) = rsa_keypair(&s, 1024, b"k1", true);
     let pk1 = rsa_public(&s, pub1);
     let sig = s.sign(&Mechanism::Sha256RsaPkcs, priv1, b"cached").unwrap();
-    pk1.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"cached"), &sig).unwrap();
+    pk1.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"cached"), &sig)
+        .unwrap();
     // Another process adds a key: found here without a restart.
     assert!(spawn_worker(&env, "generate k2").wait().unwrap().success());
     let priv2 = find_one(&s, ObjectClass::PRIVATE_KEY, b"k2");
     let pk2 = rsa_public(&s, find_one(&s, ObjectClass::PUBLIC_KEY, b"k2"));
     let sig = s.sign(&Mechanism::Sha256RsaPkcs, priv2, b"new key").unwrap();
-    pk2.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"new key"), &sig).unwrap();
+    pk2.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"new key"), &sig)
+        .unwrap();
     // Another process destroys the key this one has prepared and cached: it is gone here too.
     assert!(spawn_worker(&env, "destroy k1").wait().unwrap().success());
-    assert!(s.find_objects(&[Attribute::Id(b"k1".to_vec())]).unwrap().is_empty());
-    assert_eq!(rv(s.sign(&Mechanism::Sha256RsaPkcs, priv1, b"stale").unwrap_err()), RvError::KeyHandleInvalid);
+    assert!(s
+        .find_objects(&[Attribute::Id(b"k1".to_vec())])
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        rv(s.sign(&Mechanism::Sha256RsaPkcs, priv1, b"stale").unwrap_err()),
+        RvError::KeyHandleInvalid
+    );
     // Both at once: the other process generates and destroys while this one signs and searches.
     let mut child = spawn_worker(&env, "churn");
     let mut rounds = 0;
     while child.try_wait().unwrap().is_none() || rounds < 20 {
         let sig = s.sign(&Mechanism::Sha256RsaPkcs, priv2, b"busy").unwrap();
-        pk2.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"busy"), &sig).unwrap();
+        pk2.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"busy"), &sig)
+            .unwrap();
         assert_eq!(s.find_objects(&[Attribute::Id(b"k2".to_vec())]).unwrap().len(), 2);
         rounds += 1;
     }
     assert!(child.wait().unwrap().success());
-    assert_eq!(s.find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)]).unwrap().len(), 1);
+    assert_eq!(
+        s.find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)])
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -183,7 +224,8 @@ fn killed_writers_leave_a_readable_token() {
     let p = load();
     let slot = new_token(&p, "crash");
     let s = p.open_rw_session(slot).unwrap();
-    s.set_pin(&AuthPin::new(USER_PIN.into()), &AuthPin::new("pin-even".into())).unwrap();
+    s.set_pin(&AuthPin::new(USER_PIN.into()), &AuthPin::new("pin-even".into()))
+        .unwrap();
     s.close().unwrap();
     p.finalize().unwrap();
     let mut rng_state = 0x2545f4914f6cdd1du64;
@@ -194,32 +236,59 @@ fn killed_writers_leave_a_readable_token() {
         rng_state ^= rng_state >> 7;
         rng_state ^= rng_state << 17;
         std::thread::sleep(std::time::Duration::from_millis(150 + rng_state % 400));
-        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         child.wait().unwrap();
         // The token opens; one of the two PINs works; every object reads and every key signs.
         let p = load();
         let s = p.open_rw_session(slot).unwrap();
-        let logged = ["pin-even", "pin-odd!"]
-            .iter()
-            .any(|pin| s.login(UserType::User, Some(&AuthPin::new((*pin).into()))).is_ok());
+        let logged = ["pin-even", "pin-odd!"].iter().any(|pin| {
+            s.login(UserType::User, Some(&AuthPin::new((*pin).into())))
+                .is_ok()
+        });
         let info = p.get_token_info(slot).unwrap();
-        assert!(logged, "round {round}: neither the old nor the new PIN works (locked: {})", info.user_pin_locked());
+        assert!(
+            logged,
+            "round {round}: neither the old nor the new PIN works (locked: {})",
+            info.user_pin_locked()
+        );
         let all = s.find_objects(&[]).unwrap();
         for h in &all {
-            s.get_attributes(*h, &[AttributeType::Class, AttributeType::Label]).unwrap();
+            s.get_attributes(*h, &[AttributeType::Class, AttributeType::Label])
+                .unwrap();
         }
-        for h in s.find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)]).unwrap() {
-            let Attribute::Id(id) = s.get_attributes(h, &[AttributeType::Id]).unwrap()[0].clone() else { panic!() };
+        for h in s
+            .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)])
+            .unwrap()
+        {
+            let Attribute::Id(id) = s.get_attributes(h, &[AttributeType::Id]).unwrap()[0].clone() else {
+                panic!()
+            };
             let pk = rsa_public(&s, find_one(&s, ObjectClass::PUBLIC_KEY, &id));
             let sig = s.sign(&Mechanism::Sha256RsaPkcs, h, b"after crash").unwrap();
-            pk.verify(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(b"after crash"), &sig).unwrap();
+            pk.verify(
+                Pkcs1v15Sign::new::<Sha256>(),
+                &Sha256::digest(b"after crash"),
+                &sig,
+            )
+            .unwrap();
         }
-        keys = s.find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)]).unwrap().len();
+        keys = s
+            .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)])
+            .unwrap()
+            .len();
+        let public = s
+            .find_objects(&[Attribute::Class(ObjectClass::PUBLIC_KEY)])
+            .unwrap()
+            .len();
+        assert_eq!(keys, public, "round {round}: a key pair was half written");
         s.close().unwrap();
         p.finalize().unwrap();
     }
     eprintln!("{keys} keys written by killed writers");
-    assert!(keys >= 3, "the killed writer made only {keys} keys: the test did not exercise writes");
+    assert!(
+        keys >= 3,
+        "the killed writer made only {keys} keys: the test did not exercise writes"
+    );
 }
 
 #[test]
@@ -235,8 +304,18 @@ fn a_tampered_record_fails_alone() {
     {
         let db = rusqlite::Connection::open(env.store_dir().join("ferrohsm.db")).unwrap();
         // Move b's sealed attributes onto a: authenticated encryption binds them to b.
-        let sealed_b: Vec<u8> = db.query_row("SELECT sealed FROM objects WHERE id = ?1", [b.handle() as i64], |r| r.get(0)).unwrap();
-        db.execute("UPDATE objects SET sealed = ?2 WHERE id = ?1", rusqlite::params![a.handle() as i64, sealed_b]).unwrap();
+        let sealed_b: Vec<u8> = db
+            .query_row(
+                "SELECT sealed FROM objects WHERE id = ?1",
+                [b.handle() as i64],
+                |r| r.get(0),
+            )
+            .unwrap();
+        db.execute(
+            "UPDATE objects SET sealed = ?2 WHERE id = ?1",
+            rusqlite::params![a.handle() as i64, sealed_b],
+        )
+        .unwrap();
     }
     let p = load();
     let s = user_session(&p, slot);
@@ -270,7 +349,11 @@ fn corrupt_database_and_bad_configuration_fail_initialize_cleanly() {
     std::env::set_var("FERROHSM_CONF", env.dir.path().join("nope.toml"));
     assert_eq!(init(), cryptoki_sys::CKR_GENERAL_ERROR);
     // Fixed: it works.
-    std::fs::write(env.conf(), "[store]\npath = \"good\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n").unwrap();
+    std::fs::write(
+        env.conf(),
+        "[store]\npath = \"good\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n",
+    )
+    .unwrap();
     std::env::set_var("FERROHSM_CONF", env.conf());
     assert_eq!(init(), cryptoki_sys::CKR_OK);
     assert_eq!(fin(), cryptoki_sys::CKR_OK);
@@ -279,7 +362,11 @@ fn corrupt_database_and_bad_configuration_fail_initialize_cleanly() {
 #[test]
 fn config_errors_name_file_and_line() {
     let env = TestEnv::new();
-    std::fs::write(env.conf(), "[store]\npath = \"store\"\n\n[pin]\nmax_failures = \"ten\"\n").unwrap();
+    std::fs::write(
+        env.conf(),
+        "[store]\npath = \"store\"\n\n[pin]\nmax_failures = \"ten\"\n",
+    )
+    .unwrap();
     let err = ferrohsm::config::Config::load().unwrap_err().to_string();
     assert!(err.contains(env.conf().to_str().unwrap()), "{err}");
     assert!(err.contains("line 5"), "{err}");

@@ -220,20 +220,23 @@ impl Store for MemoryStore {
         Ok(g.tokens.get(&slot_id).and_then(|t| t.objects.get(&id).cloned()))
     }
 
-    fn create(&self, slot_id: CK_SLOT_ID, attrs: &Attributes) -> Result<u64> {
+    fn create(&self, slot_id: CK_SLOT_ID, objects: &[&Attributes]) -> Result<Vec<u64>> {
         let mut g = self.inner.lock();
-        g.next_object += 1;
-        let id = g.next_object;
-        if id >= MAX_OBJECT_ID {
+        let first = g.next_object + 1;
+        if first + objects.len() as u64 >= MAX_OBJECT_ID {
             return fail_because(CKR_DEVICE_MEMORY, "the store has run out of object ids");
         }
         let t = g
             .tokens
             .get_mut(&slot_id)
             .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
-        t.objects.insert(id, attrs.clone());
+        let ids: Vec<u64> = (first..first + objects.len() as u64).collect();
+        for (id, attrs) in ids.iter().zip(objects) {
+            t.objects.insert(*id, (*attrs).clone());
+        }
         t.generation += 1;
-        Ok(id)
+        g.next_object += objects.len() as u64;
+        Ok(ids)
     }
 
     fn update(&self, slot_id: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {

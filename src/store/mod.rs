@@ -61,7 +61,8 @@ pub trait Store: Send + Sync {
         with_private: bool,
     ) -> Result<Vec<u64>>;
     fn load(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<Option<Attributes>>;
-    fn create(&self, slot_id: CK_SLOT_ID, attrs: &Attributes) -> Result<u64>;
+    /// Stores new objects in one transaction (a key pair is both keys or neither).
+    fn create(&self, slot_id: CK_SLOT_ID, objects: &[&Attributes]) -> Result<Vec<u64>>;
     fn update(&self, slot_id: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()>;
     fn destroy(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<()>;
     /// A number that changes whenever any object of the token changes, in any process.

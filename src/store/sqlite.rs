@@ -591,36 +591,34 @@ impl Store for SqliteStore {
         }
     }
 
-    fn create(&self, slot: CK_SLOT_ID, attrs: &Attributes) -> Result<u64> {
+    fn create(&self, slot: CK_SLOT_ID, objects: &[&Attributes]) -> Result<Vec<u64>> {
         let mut conn = self.conn.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
-        tx.execute(
-            "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
-            params![slot as i64, attrs.is_private()],
-        )
-        .map_err(db_err)?;
-        let id = tx.last_insert_rowid() as u64;
-        if id >= MAX_OBJECT_ID {
-            return fail_because(CKR_DEVICE_MEMORY, "the token store has run out of object ids");
+        let mut ids = Vec::with_capacity(objects.len());
+        for attrs in objects {
+            tx.execute(
+                "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
+                params![slot as i64, attrs.is_private()],
+            )
+            .map_err(db_err)?;
+            let id = tx.last_insert_rowid() as u64;
+            if id >= MAX_OBJECT_ID {
+                return fail_because(CKR_DEVICE_MEMORY, "the token store has run out of object ids");
+            }
+            // The id is part of every seal's associated data, so sealing follows the insert.
+            let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
+            tx.execute(
+                "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
+                params![id as i64, attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
+            )
+            .map_err(db_err)?;
+            ids.push(id);
         }
-        let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
-        tx.execute(
-            "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
-            params![
-                id as i64,
-                attrs.class().map(|c| c as i64),
-                key_id,
-                label,
-                clear,
-                sealed
-            ],
-        )
-        .map_err(db_err)?;
         Self::bump_generation(&tx, slot)?;
         tx.commit().map_err(db_err)?;
-        Ok(id)
+        Ok(ids)
     }
 
     fn update(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {

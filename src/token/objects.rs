@@ -33,28 +33,39 @@ impl Library {
         Ok(())
     }
 
-    /// Stores a completed new object and returns its handle.
-    fn add_object(&self, session: &Session, mut attrs: Attributes) -> Result<CK_OBJECT_HANDLE> {
-        Self::check_write(session, &attrs)?;
-        let mut uid = [0u8; 16];
-        getrandom::fill(&mut uid).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
-        attrs.set(
-            CKA_UNIQUE_ID,
-            uid.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-                .into_bytes(),
-        );
-        if attrs.is_token() {
-            session.token.store_object(&attrs)
-        } else {
-            let handle = self.new_session_object_handle();
-            session
-                .token
-                .session_objects
-                .insert(handle, Arc::new(Object::new(handle, attrs, Some(session.handle))));
-            Ok(handle)
+    /// Stores completed new objects and returns their handles; the token objects among them
+    /// are written in one transaction.
+    fn add_objects(&self, session: &Session, mut objects: Vec<Attributes>) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        for attrs in &mut objects {
+            Self::check_write(session, attrs)?;
+            let mut uid = [0u8; 16];
+            getrandom::fill(&mut uid).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+            let uid: String = uid.iter().map(|b| format!("{b:02x}")).collect();
+            attrs.set(CKA_UNIQUE_ID, uid.into_bytes());
         }
+        let token_objects: Vec<&Attributes> = objects.iter().filter(|a| a.is_token()).collect();
+        let stored = if token_objects.is_empty() {
+            vec![]
+        } else {
+            session.token.store_objects(&token_objects)?
+        };
+        let mut stored = stored.into_iter();
+        let mut handles = Vec::with_capacity(objects.len());
+        for attrs in objects {
+            if attrs.is_token() {
+                handles.push(stored.next().expect("one id per token object"));
+            } else {
+                let handle = self.new_session_object_handle();
+                let obj = Arc::new(Object::new(handle, attrs, Some(session.handle)));
+                session.token.session_objects.insert(handle, obj);
+                handles.push(handle);
+            }
+        }
+        Ok(handles)
+    }
+
+    fn add_object(&self, session: &Session, attrs: Attributes) -> Result<CK_OBJECT_HANDLE> {
+        Ok(self.add_objects(session, vec![attrs])?[0])
     }
 
     fn new_object(
@@ -243,16 +254,8 @@ impl Library {
         let mut private = policy::complete_new(private, origin)?;
         derive_key_attributes(&mut public)?;
         derive_key_attributes(&mut private)?;
-        let pub_handle = self.add_object(&s, public)?;
-        match self.add_object(&s, private) {
-            Ok(priv_handle) => Ok((pub_handle, priv_handle)),
-            Err(e) => {
-                if let Ok(o) = s.token.object(pub_handle) {
-                    let _ = s.token.destroy_object(&o);
-                }
-                Err(e)
-            }
-        }
+        let handles = self.add_objects(&s, vec![public, private])?;
+        Ok((handles[0], handles[1]))
     }
 
     pub fn generate_key(

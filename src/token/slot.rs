@@ -147,8 +147,8 @@ impl Token {
         Ok(out)
     }
 
-    pub fn store_object(&self, attrs: &Attributes) -> Result<CK_OBJECT_HANDLE> {
-        self.store.create(self.slot_id, attrs)
+    pub fn store_objects(&self, objects: &[&Attributes]) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        self.store.create(self.slot_id, objects)
     }
 
     pub fn update_object(&self, obj: &Object, attrs: Attributes) -> Result<()> {

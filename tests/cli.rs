@@ -18,7 +18,11 @@ fn util(env: &TestEnv, args: &[&str]) -> Output {
 
 fn ok(env: &TestEnv, args: &[&str]) -> String {
     let o = util(env, args);
-    assert!(o.status.success(), "ferrohsm-util {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "ferrohsm-util {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -26,28 +30,141 @@ fn ok(env: &TestEnv, args: &[&str]) -> String {
 fn fails(env: &TestEnv, args: &[&str], expect: &str) {
     let o = util(env, args);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "ferrohsm-util {args:?} should fail: {err}");
-    let line = err.lines().find(|l| l.starts_with("ferrohsm-util:")).unwrap_or_else(|| panic!("no error line in {err}"));
-    assert!(line.contains(expect), "{args:?}: {line:?} does not mention {expect:?}");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "ferrohsm-util {args:?} should fail: {err}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("ferrohsm-util:"))
+        .unwrap_or_else(|| panic!("no error line in {err}"));
+    assert!(
+        line.contains(expect),
+        "{args:?}: {line:?} does not mention {expect:?}"
+    );
 }
 
 #[test]
 fn token_lifecycle() {
     let env = TestEnv::new();
-    let out = ok(&env, &["init-token", "--free", "--label", "ops", "--so-pin", SO_PIN, "--pin", USER_PIN]);
+    let out = ok(
+        &env,
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            "ops",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+    );
     assert!(out.contains("initialized on slot 0"), "{out}");
     let out = ok(&env, &["show-slots"]);
-    assert!(out.contains("Slot 0") && out.contains("Token label:        ops") && out.contains("Slot 1"), "{out}");
+    assert!(
+        out.contains("Slot 0") && out.contains("Token label:        ops") && out.contains("Slot 1"),
+        "{out}"
+    );
     // Re-initialisation by label needs the SO PIN.
-    fails(&env, &["init-token", "--token", "ops", "--label", "ops2", "--so-pin", "wrong-pin", "--pin", USER_PIN], "wrong PIN");
-    ok(&env, &["init-token", "--token", "ops", "--label", "ops2", "--so-pin", SO_PIN, "--pin", USER_PIN]);
+    fails(
+        &env,
+        &[
+            "init-token",
+            "--token",
+            "ops",
+            "--label",
+            "ops2",
+            "--so-pin",
+            "wrong-pin",
+            "--pin",
+            USER_PIN,
+        ],
+        "wrong PIN",
+    );
+    ok(
+        &env,
+        &[
+            "init-token",
+            "--token",
+            "ops",
+            "--label",
+            "ops2",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+    );
     assert!(ok(&env, &["show-slots"]).contains("ops2"));
-    fails(&env, &["init-token", "--label", "x", "--so-pin", SO_PIN, "--pin", USER_PIN], "--free");
-    fails(&env, &["init-token", "--free", "--label", &"x".repeat(33), "--so-pin", SO_PIN, "--pin", USER_PIN], "32 characters");
-    fails(&env, &["init-token", "--free", "--label", "short", "--so-pin", "123", "--pin", USER_PIN], "4 to 255");
+    fails(
+        &env,
+        &[
+            "init-token",
+            "--label",
+            "x",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+        "--free",
+    );
+    fails(
+        &env,
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            &"x".repeat(33),
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+        "32 characters",
+    );
+    fails(
+        &env,
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            "short",
+            "--so-pin",
+            "123",
+            "--pin",
+            USER_PIN,
+        ],
+        "4 to 255",
+    );
     // PINs: user and SO, from flags and from the environment.
-    ok(&env, &["set-pin", "--token", "ops2", "--pin", USER_PIN, "--new-pin", "5678"]);
-    fails(&env, &["set-pin", "--token", "ops2", "--pin", USER_PIN, "--new-pin", "9999"], "wrong PIN");
+    ok(
+        &env,
+        &[
+            "set-pin",
+            "--token",
+            "ops2",
+            "--pin",
+            USER_PIN,
+            "--new-pin",
+            "5678",
+        ],
+    );
+    fails(
+        &env,
+        &[
+            "set-pin",
+            "--token",
+            "ops2",
+            "--pin",
+            USER_PIN,
+            "--new-pin",
+            "9999",
+        ],
+        "wrong PIN",
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
         .args(["set-pin", "--token", "ops2", "--so", "--new-pin", "new-so-pin"])
         .env("FERROHSM_CONF", env.conf())
@@ -56,42 +173,190 @@ fn token_lifecycle() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Deletion needs the (new) SO PIN.
-    fails(&env, &["delete-token", "--token", "ops2", "--so-pin", SO_PIN], "SO PIN not accepted");
-    let out = ok(&env, &["delete-token", "--token", "ops2", "--so-pin", "new-so-pin"]);
+    fails(
+        &env,
+        &["delete-token", "--token", "ops2", "--so-pin", SO_PIN],
+        "SO PIN not accepted",
+    );
+    let out = ok(
+        &env,
+        &["delete-token", "--token", "ops2", "--so-pin", "new-so-pin"],
+    );
     assert!(out.contains("deleted"), "{out}");
     assert!(!ok(&env, &["show-slots"]).contains("ops2"));
-    fails(&env, &["delete-token", "--token", "ops2", "--so-pin", SO_PIN], "no such token");
+    fails(
+        &env,
+        &["delete-token", "--token", "ops2", "--so-pin", SO_PIN],
+        "no such token",
+    );
     fails(&env, &["list-objects", "--token", "nope"], "no token is labelled");
 }
 
 #[test]
 fn import_every_encoding_and_refuse_duplicates() {
     let env = TestEnv::new();
-    ok(&env, &["init-token", "--free", "--label", "keys", "--so-pin", SO_PIN, "--pin", USER_PIN]);
+    ok(
+        &env,
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            "keys",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+    );
     let dir = env.dir.path();
     let pem8 = dir.join("k8.pem");
-    assert!(openssl(&["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pem8.to_str().unwrap()]));
+    assert!(openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        pem8.to_str().unwrap()
+    ]));
     let der8 = dir.join("k8.der");
-    assert!(openssl(&["pkey", "-in", pem8.to_str().unwrap(), "-outform", "DER", "-out", der8.to_str().unwrap()]));
+    assert!(openssl(&[
+        "pkey",
+        "-in",
+        pem8.to_str().unwrap(),
+        "-outform",
+        "DER",
+        "-out",
+        der8.to_str().unwrap()
+    ]));
     let pem1 = dir.join("k1.pem");
-    assert!(openssl(&["rsa", "-in", pem8.to_str().unwrap(), "-traditional", "-out", pem1.to_str().unwrap()]));
+    assert!(openssl(&[
+        "rsa",
+        "-in",
+        pem8.to_str().unwrap(),
+        "-traditional",
+        "-out",
+        pem1.to_str().unwrap()
+    ]));
     let der1 = dir.join("k1.der");
-    assert!(openssl(&["rsa", "-in", pem8.to_str().unwrap(), "-outform", "DER", "-traditional", "-out", der1.to_str().unwrap()]));
+    assert!(openssl(&[
+        "rsa",
+        "-in",
+        pem8.to_str().unwrap(),
+        "-outform",
+        "DER",
+        "-traditional",
+        "-out",
+        der1.to_str().unwrap()
+    ]));
     for (i, f) in [&pem8, &der8, &pem1, &der1].iter().enumerate() {
         let id = format!("0{i}");
-        let out = ok(&env, &["import", "--token", "keys", "--id", &id, "--label", &format!("key{i}"), "--pin", USER_PIN, f.to_str().unwrap()]);
+        let out = ok(
+            &env,
+            &[
+                "import",
+                "--token",
+                "keys",
+                "--id",
+                &id,
+                "--label",
+                &format!("key{i}"),
+                "--pin",
+                USER_PIN,
+                f.to_str().unwrap(),
+            ],
+        );
         assert!(out.contains("The key pair has been imported."), "{out}");
     }
-    fails(&env, &["import", "--token", "keys", "--id", "00", "--label", "again", "--pin", USER_PIN, pem8.to_str().unwrap()], "--force");
-    ok(&env, &["import", "--token", "keys", "--id", "00", "--label", "again", "--pin", USER_PIN, "--force", "--no-public-key", pem8.to_str().unwrap()]);
-    fails(&env, &["import", "--token", "keys", "--id", "abc", "--label", "x", "--pin", USER_PIN, pem8.to_str().unwrap()], "even number of hex digits");
+    fails(
+        &env,
+        &[
+            "import",
+            "--token",
+            "keys",
+            "--id",
+            "00",
+            "--label",
+            "again",
+            "--pin",
+            USER_PIN,
+            pem8.to_str().unwrap(),
+        ],
+        "--force",
+    );
+    ok(
+        &env,
+        &[
+            "import",
+            "--token",
+            "keys",
+            "--id",
+            "00",
+            "--label",
+            "again",
+            "--pin",
+            USER_PIN,
+            "--force",
+            "--no-public-key",
+            pem8.to_str().unwrap(),
+        ],
+    );
+    fails(
+        &env,
+        &[
+            "import",
+            "--token",
+            "keys",
+            "--id",
+            "abc",
+            "--label",
+            "x",
+            "--pin",
+            USER_PIN,
+            pem8.to_str().unwrap(),
+        ],
+        "even number of hex digits",
+    );
     std::fs::write(dir.join("junk"), b"not a key").unwrap();
-    fails(&env, &["import", "--token", "keys", "--id", "09", "--label", "x", "--pin", USER_PIN, dir.join("junk").to_str().unwrap()], "not an unencrypted RSA private key");
-    fails(&env, &["import", "--token", "keys", "--id", "09", "--label", "x", "--pin", "bad-pin", pem8.to_str().unwrap()], "wrong PIN");
+    fails(
+        &env,
+        &[
+            "import",
+            "--token",
+            "keys",
+            "--id",
+            "09",
+            "--label",
+            "x",
+            "--pin",
+            USER_PIN,
+            dir.join("junk").to_str().unwrap(),
+        ],
+        "not an unencrypted RSA private key",
+    );
+    fails(
+        &env,
+        &[
+            "import",
+            "--token",
+            "keys",
+            "--id",
+            "09",
+            "--label",
+            "x",
+            "--pin",
+            "bad-pin",
+            pem8.to_str().unwrap(),
+        ],
+        "wrong PIN",
+    );
     // Listing: without a PIN only public keys; with it everything.
     let public = ok(&env, &["list-objects", "--token", "keys"]);
     assert_eq!(public.lines().count(), 4, "{public}");
-    assert!(public.contains("2048 bits") && public.contains("id=03") && public.contains("label=key3"), "{public}");
+    assert!(
+        public.contains("2048 bits") && public.contains("id=03") && public.contains("label=key3"),
+        "{public}"
+    );
     let all = ok(&env, &["list-objects", "--token", "keys", "--pin", USER_PIN]);
     assert_eq!(all.lines().count(), 9, "{all}");
     // The imported key signs through the module, and OpenSSL verifies with its own public key.
@@ -99,16 +364,34 @@ fn import_every_encoding_and_refuse_duplicates() {
     let slot = p.get_slots_with_initialized_token().unwrap()[0];
     let s = user_session(&p, slot);
     let key = find_one(&s, cryptoki::object::ObjectClass::PRIVATE_KEY, &[0x02]);
-    let sig = s.sign(&cryptoki::mechanism::Mechanism::Sha256RsaPkcs, key, b"imported").unwrap();
+    let sig = s
+        .sign(&cryptoki::mechanism::Mechanism::Sha256RsaPkcs, key, b"imported")
+        .unwrap();
     std::fs::write(dir.join("msg"), b"imported").unwrap();
     std::fs::write(dir.join("sig"), &sig).unwrap();
-    assert!(openssl(&["dgst", "-sha256", "-prverify", pem1.to_str().unwrap(), "-signature", dir.join("sig").to_str().unwrap(), dir.join("msg").to_str().unwrap()]));
+    assert!(openssl(&[
+        "dgst",
+        "-sha256",
+        "-prverify",
+        pem1.to_str().unwrap(),
+        "-signature",
+        dir.join("sig").to_str().unwrap(),
+        dir.join("msg").to_str().unwrap()
+    ]));
 }
 
 #[test]
 fn help_for_every_command() {
     let env = TestEnv::new();
-    for cmd in ["show-slots", "init-token", "list-objects", "import", "delete-token", "set-pin", "speed"] {
+    for cmd in [
+        "show-slots",
+        "init-token",
+        "list-objects",
+        "import",
+        "delete-token",
+        "set-pin",
+        "speed",
+    ] {
         let out = ok(&env, &[cmd, "--help"]);
         assert!(out.contains("Usage: ferrohsm-util"), "{cmd}: {out}");
     }
@@ -119,19 +402,32 @@ fn help_for_every_command() {
 #[test]
 fn missing_pin_without_a_terminal_is_a_clear_error() {
     let env = TestEnv::new();
-    fails(&env, &["init-token", "--free", "--label", "t", "--pin", USER_PIN], "FERROHSM_SO_PIN");
+    fails(
+        &env,
+        &["init-token", "--free", "--label", "t", "--pin", USER_PIN],
+        "FERROHSM_SO_PIN",
+    );
 }
 
 #[test]
 fn speed_prints_a_table() {
     let env = TestEnv::new();
-    let out = ok(&env, &["speed", "--sizes", "1024", "--seconds", "0.2", "--threads", "2"]);
-    let row = out.lines().find(|l| l.starts_with("rsa  1024 bits")).unwrap_or_else(|| panic!("{out}"));
+    let out = ok(
+        &env,
+        &["speed", "--sizes", "1024", "--seconds", "0.2", "--threads", "2"],
+    );
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("rsa  1024 bits"))
+        .unwrap_or_else(|| panic!("{out}"));
     let fields: Vec<&str> = row.split_whitespace().collect();
     let sign_per_s: f64 = fields[5].parse().unwrap();
     let verify_per_s: f64 = fields[6].parse().unwrap();
     assert!(sign_per_s > 0.0 && verify_per_s > sign_per_s, "{row}");
-    assert!(out.contains("sign/s per core") && out.contains("single thread"), "{out}");
+    assert!(
+        out.contains("sign/s per core") && out.contains("single thread"),
+        "{out}"
+    );
     // The user's store was not touched.
     assert!(!env.store_dir().exists());
 }

@@ -41,7 +41,6 @@ CREATE TABLE objects (
 );
 CREATE INDEX objects_by_id ON objects(slot_id, key_id);
 CREATE INDEX objects_by_label ON objects(slot_id, label);
-CREATE INDEX objects_by_class ON objects(slot_id, class);
 ";
 
 fn db_err(e: rusqlite::Error) -> Error {
@@ -526,31 +525,7 @@ impl Store for SqliteStore {
         with_private: bool,
     ) -> Result<Vec<u64>> {
         let key = if with_private { self.token_key(slot) } else { None };
-        let get = |t: CK_ATTRIBUTE_TYPE| template.iter().find(|(x, _)| *x == t).map(|(_, v)| v.clone());
-        let mut sql = String::from("SELECT id, private, clear, sealed FROM objects WHERE slot_id = ?1");
-        let mut args: Vec<rusqlite::types::Value> = vec![(slot as i64).into()];
-        if key.is_none() {
-            sql.push_str(" AND private = 0");
-        }
-        for (t, col) in [(CKA_ID, "key_id"), (CKA_LABEL, "label")] {
-            if let Some(v) = get(t) {
-                let hashed = key
-                    .as_ref()
-                    .map(|k| crypt::lookup_hash(k, t, &v))
-                    .unwrap_or_else(|| v.clone());
-                args.push(v.into());
-                args.push(hashed.into());
-                sql.push_str(&format!(" AND {col} IN (?{}, ?{})", args.len() - 1, args.len()));
-            }
-        }
-        if let Some(c) = get(CKA_CLASS)
-            .and_then(|v| v.try_into().ok())
-            .map(CK_ULONG::from_ne_bytes)
-        {
-            args.push((c as i64).into());
-            sql.push_str(&format!(" AND class = ?{}", args.len()));
-        }
-        sql.push_str(" ORDER BY id");
+        let (sql, args) = find_query(slot, template, key.as_ref());
         let rows: Vec<(i64, bool, Vec<u8>, Vec<u8>)> = {
             let conn = self.conn.lock();
             let mut st = conn.prepare_cached(&sql).map_err(db_err)?;
@@ -676,5 +651,75 @@ impl Drop for SqliteStore {
     fn drop(&mut self) {
         self.keys.lock().clear();
         self.pin_cache.lock().clear();
+    }
+}
+
+/// The search of `C_FindObjects` as SQL: indexed on `CKA_ID` and `CKA_LABEL` (clear values for
+/// public objects, keyed hashes for private ones); the full template is checked afterwards.
+fn find_query(
+    slot: CK_SLOT_ID,
+    template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)],
+    key: Option<&Key>,
+) -> (String, Vec<rusqlite::types::Value>) {
+    let get = |t: CK_ATTRIBUTE_TYPE| template.iter().find(|(x, _)| *x == t).map(|(_, v)| v.clone());
+    let mut sql = String::from("SELECT id, private, clear, sealed FROM objects WHERE slot_id = ?1");
+    let mut args: Vec<rusqlite::types::Value> = vec![(slot as i64).into()];
+    if key.is_none() {
+        sql.push_str(" AND private = 0");
+    }
+    for (t, col) in [(CKA_ID, "key_id"), (CKA_LABEL, "label")] {
+        if let Some(v) = get(t) {
+            let hashed = key
+                .map(|k| crypt::lookup_hash(k, t, &v))
+                .unwrap_or_else(|| v.clone());
+            args.push(v.into());
+            args.push(hashed.into());
+            sql.push_str(&format!(" AND {col} IN (?{}, ?{})", args.len() - 1, args.len()));
+        }
+    }
+    if let Some(c) = get(CKA_CLASS)
+        .and_then(|v| v.try_into().ok())
+        .map(CK_ULONG::from_ne_bytes)
+    {
+        args.push((c as i64).into());
+        // `+class`: the class alone selects too little to be worth an index lookup.
+        sql.push_str(&format!(" AND +class = ?{}", args.len()));
+    }
+    sql.push_str(" ORDER BY id");
+    (sql, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(store: &SqliteStore, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> String {
+        let key = crypt::random_key();
+        let (sql, args) = find_query(0, template, Some(&key));
+        let conn = store.conn.lock();
+        let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.map(|r| r.unwrap()).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn searches_by_id_and_label_use_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(
+            dir.path(),
+            KdfParams {
+                memory_kib: 64,
+                passes: 1,
+            },
+            10,
+        )
+        .unwrap();
+        let class = (CKA_CLASS, CKO_PRIVATE_KEY.to_ne_bytes().to_vec());
+        let by_id = plan(&store, &[class.clone(), (CKA_ID, b"id".to_vec())]);
+        assert!(by_id.contains("USING INDEX objects_by_id"), "{by_id}");
+        let by_label = plan(&store, &[class, (CKA_LABEL, b"zsk".to_vec())]);
+        assert!(by_label.contains("USING INDEX objects_by_label"), "{by_label}");
     }
 }

@@ -1,0 +1,169 @@
+//! Store scale benchmark: fills a token with N RSA private-key objects (imports of a few
+//! pre-generated keys under distinct ids and labels) through the PKCS#11 API, then reports
+//! `C_Initialize`, `C_Login` and find-by-id latencies (p50/p99) and resident memory.
+//!
+//! cargo bench --bench store_scale -- [N]        (default N = 100000)
+
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::{Attribute, KeyType, ObjectClass};
+use cryptoki::session::UserType;
+use cryptoki::types::AuthPin;
+use rsa::traits::{PrivateKeyParts, PublicKeyParts};
+use std::time::{Duration, Instant};
+
+fn be(v: &rsa::BoxedUint) -> Vec<u8> {
+    let b = v.to_be_bytes();
+    let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    b[first..].to_vec()
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn module() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    dir.join("libferrohsm.so")
+}
+
+fn load() -> Pkcs11 {
+    let p = Pkcs11::new(module()).expect("build the module first: cargo build --release");
+    p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
+        .unwrap();
+    p
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("ferrohsm.toml");
+    // The default Argon2id parameters, so login figures are the real ones.
+    std::fs::write(&conf, "[store]\npath = \"store\"\n").unwrap();
+    std::env::set_var("FERROHSM_CONF", &conf);
+    let pin = AuthPin::new("bench-pin".into());
+
+    let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
+    let keys: Vec<rsa::PrivateKey> = (0..8)
+        .map(|_| rsa::PrivateKey::new(&mut rng, 2048).unwrap())
+        .collect();
+    let p = load();
+    let slot = p.get_all_slots().unwrap()[0];
+    p.init_token(slot, &pin, "scale").unwrap();
+    let s = p.open_rw_session(slot).unwrap();
+    s.login(UserType::So, Some(&pin)).unwrap();
+    s.init_pin(&pin).unwrap();
+    s.logout().unwrap();
+    s.login(UserType::User, Some(&pin)).unwrap();
+    let start = Instant::now();
+    for i in 0..n {
+        let k = &keys[i % keys.len()];
+        s.create_object(&[
+            Attribute::Class(ObjectClass::PRIVATE_KEY),
+            Attribute::KeyType(KeyType::RSA),
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Sign(true),
+            Attribute::Id((i as u64).to_be_bytes().to_vec()),
+            Attribute::Label(format!("key-{i}").into_bytes()),
+            Attribute::Modulus(be(k.n().as_ref())),
+            Attribute::PublicExponent(be(k.e())),
+            Attribute::PrivateExponent(be(k.d())),
+            Attribute::Prime1(be(k.primes()[0].as_ref())),
+            Attribute::Prime2(be(k.primes()[1].as_ref())),
+            Attribute::Exponent1(be(k.dp().unwrap())),
+            Attribute::Exponent2(be(k.dq().unwrap())),
+            Attribute::Coefficient(be(&k.crt_coefficient().unwrap())),
+        ])
+        .unwrap();
+        if (i + 1) % 10_000 == 0 {
+            eprintln!(
+                "imported {} objects ({:.0}/s)",
+                i + 1,
+                (i + 1) as f64 / start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let fill = start.elapsed();
+    s.close().unwrap();
+    p.finalize().unwrap();
+    let db_size = std::fs::metadata(dir.path().join("store/ferrohsm.db")).map_or(0, |m| m.len());
+
+    let rss_before = rss_kib();
+    let mut init_t = vec![];
+    let mut login_t = vec![];
+    let mut find_t = vec![];
+    let mut sign_t = vec![];
+    for round in 0..20 {
+        let t = Instant::now();
+        let p = load();
+        init_t.push(t.elapsed());
+        let s = p.open_ro_session(slot).unwrap();
+        let t = Instant::now();
+        s.login(UserType::User, Some(&pin)).unwrap();
+        login_t.push(t.elapsed());
+        for j in 0..50 {
+            let id = ((round * 7919 + j * 104_729) % n) as u64;
+            let t = Instant::now();
+            let found = s
+                .find_objects(&[
+                    Attribute::Class(ObjectClass::PRIVATE_KEY),
+                    Attribute::Id(id.to_be_bytes().to_vec()),
+                ])
+                .unwrap();
+            find_t.push(t.elapsed());
+            assert_eq!(found.len(), 1);
+            if j < 5 {
+                let t = Instant::now();
+                s.sign(&Mechanism::Sha256RsaPkcs, found[0], b"scale").unwrap();
+                sign_t.push(t.elapsed());
+            }
+        }
+        s.close().unwrap();
+        p.finalize().unwrap();
+    }
+    let rss_after = rss_kib();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "objects: {n} RSA-2048 private keys; store {:.1} MiB; fill {:.1} s ({:.0} objects/s)",
+        db_size as f64 / 1048576.0,
+        fill.as_secs_f64(),
+        n as f64 / fill.as_secs_f64()
+    );
+    println!(
+        "C_Initialize        p50 {:8.3} ms  p99 {:8.3} ms",
+        ms(percentile(&mut init_t, 0.5)),
+        ms(percentile(&mut init_t, 0.99))
+    );
+    println!("C_Login (user)      p50 {:8.3} ms  p99 {:8.3} ms  (first login runs Argon2id; later ones in the same process do not)", ms(percentile(&mut login_t, 0.5)), ms(percentile(&mut login_t, 0.99)));
+    println!(
+        "find by CKA_ID      p50 {:8.3} ms  p99 {:8.3} ms",
+        ms(percentile(&mut find_t, 0.5)),
+        ms(percentile(&mut find_t, 0.99))
+    );
+    println!(
+        "first sign of key   p50 {:8.3} ms  p99 {:8.3} ms  (includes preparing the key)",
+        ms(percentile(&mut sign_t, 0.5)),
+        ms(percentile(&mut sign_t, 0.99))
+    );
+    println!(
+        "resident memory     {} KiB before, {} KiB after 20 init/login/find cycles",
+        rss_before, rss_after
+    );
+}

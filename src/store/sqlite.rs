@@ -59,7 +59,10 @@ struct CachedPinKey {
 }
 
 pub struct SqliteStore {
+    /// The writer; also used for reads that must see its own transaction.
     conn: Mutex<Connection>,
+    /// One read connection per thread: lookups on the signing path share no lock.
+    readers: thread_local::ThreadLocal<std::cell::RefCell<Option<Connection>>>,
     path: PathBuf,
     kdf: KdfParams,
     max_failures: u32,
@@ -119,6 +122,7 @@ impl SqliteStore {
         setup().map_err(|e| format!("token store {} is not usable: {e}", path.display()))?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
+            readers: thread_local::ThreadLocal::new(),
             path,
             kdf,
             max_failures,
@@ -164,6 +168,23 @@ impl SqliteStore {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(bad)?;
         tx.commit().map_err(bad)
+    }
+
+    /// Runs a read on this thread's own connection, opened on first use.
+    fn read<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        let cell = self.readers.get_or(|| std::cell::RefCell::new(None));
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let c = Connection::open_with_flags(
+                &self.path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(db_err)?;
+            c.busy_timeout(std::time::Duration::from_secs(30))
+                .map_err(db_err)?;
+            *slot = Some(c);
+        }
+        f(slot.as_ref().expect("opened above")).map_err(db_err)
     }
 
     pub fn path(&self) -> &Path {
@@ -412,12 +433,12 @@ const RECORD_COLUMNS: &str =
 
 impl Store for SqliteStore {
     fn tokens(&self) -> Result<Vec<TokenRecord>> {
-        let conn = self.conn.lock();
-        let mut st = conn
-            .prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM tokens ORDER BY slot_id"))
-            .map_err(db_err)?;
-        let rows = st.query_map([], record_from_row).map_err(db_err)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+        self.read(|c| {
+            let mut st =
+                c.prepare_cached(&format!("SELECT {RECORD_COLUMNS} FROM tokens ORDER BY slot_id"))?;
+            let rows = st.query_map([], record_from_row)?;
+            rows.collect()
+        })
     }
 
     fn init_token(&self, slot: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {
@@ -526,16 +547,13 @@ impl Store for SqliteStore {
     ) -> Result<Vec<u64>> {
         let key = if with_private { self.token_key(slot) } else { None };
         let (sql, args) = find_query(slot, template, key.as_ref());
-        let rows: Vec<(i64, bool, Vec<u8>, Vec<u8>)> = {
-            let conn = self.conn.lock();
-            let mut st = conn.prepare_cached(&sql).map_err(db_err)?;
-            let it = st
-                .query_map(rusqlite::params_from_iter(args), |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .map_err(db_err)?;
-            it.collect::<rusqlite::Result<_>>().map_err(db_err)?
-        };
+        let rows: Vec<(i64, bool, Vec<u8>, Vec<u8>)> = self.read(|c| {
+            let mut st = c.prepare_cached(&sql)?;
+            let it = st.query_map(rusqlite::params_from_iter(args), |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?;
+            it.collect()
+        })?;
         let mut out = Vec::new();
         for (id, private, clear, sealed) in rows {
             // A damaged record is reported (in decode) and skipped; the search goes on.
@@ -549,17 +567,13 @@ impl Store for SqliteStore {
     }
 
     fn load(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<Attributes>> {
-        let row: Option<(bool, Vec<u8>, Vec<u8>)> = self
-            .conn
-            .lock()
-            .prepare_cached("SELECT private, clear, sealed FROM objects WHERE id = ?1 AND slot_id = ?2")
-            .and_then(|mut st| {
-                st.query_row(params![id as i64, slot as i64], |r| {
+        let row: Option<(bool, Vec<u8>, Vec<u8>)> = self.read(|c| {
+            c.prepare_cached("SELECT private, clear, sealed FROM objects WHERE id = ?1 AND slot_id = ?2")?
+                .query_row(params![id as i64, slot as i64], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                 })
                 .optional()
-            })
-            .map_err(db_err)?;
+        })?;
         match row {
             Some((private, clear, sealed)) => self.decode(slot, id, private, &clear, &sealed),
             None => Ok(None),
@@ -635,14 +649,11 @@ impl Store for SqliteStore {
     }
 
     fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {
-        let conn = self.conn.lock();
-        let mut st = conn
-            .prepare_cached("SELECT generation FROM tokens WHERE slot_id = ?1")
-            .map_err(db_err)?;
-        let g: Option<i64> = st
-            .query_row(params![slot as i64], |r| r.get(0))
-            .optional()
-            .map_err(db_err)?;
+        let g: Option<i64> = self.read(|c| {
+            c.prepare_cached("SELECT generation FROM tokens WHERE slot_id = ?1")?
+                .query_row(params![slot as i64], |r| r.get(0))
+                .optional()
+        })?;
         Ok(g.unwrap_or(0) as u64)
     }
 }

@@ -4,6 +4,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod ffi;
+pub mod fork;
 pub mod logging;
 pub mod mechanism;
 pub mod store;

@@ -2,8 +2,15 @@
 //! operation on it, and never releases a result that fails the public-key check.
 //! Knows RSA arithmetic only; nothing here knows PKCS#11.
 
+pub mod crt;
+#[cfg(target_arch = "x86_64")]
+pub mod ifma;
 mod keygen;
 mod portable;
+pub mod radix52;
+#[cfg(target_arch = "x86_64")]
+pub mod scheduler;
+pub mod selftest;
 
 pub use keygen::generate;
 
@@ -56,6 +63,8 @@ pub struct KeyComponents {
 /// signature made with it. Its secret parts are zeroized when the last user drops it.
 pub struct PreparedKey {
     inner: portable::PortableKey,
+    /// Kernel form, when the key's size has a compiled kernel and the CPU runs it.
+    fast: Option<std::sync::Arc<crt::CrtKey>>,
     rejection_secret: Zeroizing<Vec<u8>>,
     modulus_len: usize,
     modulus_bits: usize,
@@ -74,8 +83,10 @@ impl PreparedKey {
             let d = left_pad(&c.private_exponent, modulus_bits.div_ceil(8)).ok_or(EngineError::InvalidKey)?;
             Zeroizing::new(sha2::Sha256::digest(&d[..]).to_vec())
         };
+        let fast = if ifma_usable() { crt::CrtKey::new(c).map(std::sync::Arc::new) } else { None };
         Ok(PreparedKey {
             inner,
+            fast,
             rejection_secret,
             modulus_len: modulus_bits.div_ceil(8),
             modulus_bits,
@@ -98,6 +109,22 @@ impl PreparedKey {
             return Err(EngineError::InputOutOfRange);
         }
         STATS.operations.fetch_add(1, Ordering::Relaxed);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(fast) = self.fast.as_ref().filter(|_| kernel_enabled()) {
+            if input >= strip_zeros_padded(&self.inner.public, input.len()).as_slice() {
+                return Err(EngineError::InputOutOfRange);
+            }
+            let out = scheduler().1.run(fast, input);
+            // Verify before release: s^e must give the input back.
+            if self.inner.public.public_op(&out).is_ok_and(|back| back == input) {
+                return Ok(out);
+            }
+            STATS.fault_checks_failed.fetch_add(1, Ordering::Relaxed);
+            log::error!(
+                "RSA-{} kernel result failed its public-key check; withheld and recomputed on the portable path",
+                self.modulus_bits
+            );
+        }
         for attempt in 0..2 {
             match self.inner.private_op_checked(input, self.modulus_len) {
                 Ok(out) => return Ok(out),
@@ -113,6 +140,20 @@ impl PreparedKey {
             }
         }
         Err(EngineError::FaultDetected)
+    }
+
+    /// Which kernel serves this key: "ifma" or "portable".
+    pub fn kernel(&self) -> &'static str {
+        if self.fast.is_some() && kernel_enabled() {
+            "ifma"
+        } else {
+            "portable"
+        }
+    }
+
+    /// The reference path alone (benchmarks and differential tests).
+    pub fn private_op_portable(&self, input: &[u8]) -> Result<Zeroizing<Vec<u8>>, EngineError> {
+        self.inner.private_op_checked(input, self.modulus_len)
     }
 
     pub fn implicit_rejection_secret(&self) -> &[u8] {
@@ -206,4 +247,64 @@ pub fn public_key_info(modulus: &[u8], public_exponent: &[u8]) -> Option<Vec<u8>
     portable::PortablePublic::new(modulus, public_exponent)
         .ok()?
         .spki_der()
+}
+
+/// The modulus as `len` big-endian bytes, for comparing inputs against it.
+fn strip_zeros_padded(public: &portable::PortablePublic, len: usize) -> Zeroizing<Vec<u8>> {
+    left_pad(&public.modulus_bytes(), len).unwrap_or_else(|| Zeroizing::new(vec![0xff; len]))
+}
+
+use std::sync::atomic::AtomicBool;
+
+/// Set at `C_Initialize` from the configuration (`engine.force_portable`) or the environment
+/// (`FERROHSM_FORCE_PORTABLE=1`).
+static FORCE_PORTABLE: AtomicBool = AtomicBool::new(false);
+/// Cleared when the kernel's known-answer test fails.
+static KERNEL_PASSED: AtomicBool = AtomicBool::new(true);
+
+fn ifma_usable() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        ifma::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether private-key operations use the IFMA kernel right now.
+pub fn kernel_enabled() -> bool {
+    ifma_usable() && !FORCE_PORTABLE.load(Ordering::Relaxed) && KERNEL_PASSED.load(Ordering::Relaxed)
+}
+
+/// Engine start-up at `C_Initialize`: apply the portable switch and run the known-answer test
+/// of the kernel this CPU would use; a failing kernel is disabled, never used.
+pub fn configure(force_portable: bool) {
+    let env = std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    FORCE_PORTABLE.store(force_portable || env, Ordering::Relaxed);
+    if ifma_usable() {
+        let ok = selftest::ifma_known_answers();
+        KERNEL_PASSED.store(ok, Ordering::Relaxed);
+        if !ok {
+            log::error!("the AVX-512 IFMA kernel failed its known-answer test: disabled, the portable path serves every key");
+        }
+    }
+}
+
+/// The scheduler of this process (a fresh one after fork: the parent's may hold locks).
+#[cfg(target_arch = "x86_64")]
+pub fn scheduler() -> std::sync::Arc<(u64, scheduler::Scheduler)> {
+    static SCHED: arc_swap::ArcSwapOption<(u64, scheduler::Scheduler)> = arc_swap::ArcSwapOption::const_empty();
+    let generation = crate::fork::generation();
+    if let Some(s) = SCHED.load_full().filter(|s| s.0 == generation) {
+        return s;
+    }
+    let fresh = std::sync::Arc::new((generation, scheduler::Scheduler::new()));
+    if let Some(old) = SCHED.swap(Some(fresh.clone())) {
+        if old.0 != generation {
+            std::mem::forget(old);
+        }
+    }
+    fresh
 }

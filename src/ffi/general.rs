@@ -2,13 +2,12 @@
 //! and random numbers (§5.15) and the legacy parallel functions.
 
 use super::convert::{bytes, out, padded};
-use super::{lib, register_fork_handler, FORK_GENERATION, STATE};
+use super::{lib, STATE};
 use crate::error::{fail, fail_because, Error};
 use crate::token::{self, Library};
 use cryptoki_sys::*;
 use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Serialises `C_Initialize` and `C_Finalize` so concurrent callers see exactly one success.
@@ -36,8 +35,8 @@ ck_fn!(
             // application offers its own mutexes, and it never creates threads of its own.
         }
         let _g = INIT_LOCK.lock_arc_if_not_forked();
-        register_fork_handler();
-        let generation = FORK_GENERATION.load(Ordering::SeqCst);
+        crate::fork::watch();
+        let generation = crate::fork::generation();
         if let Some(old) = STATE.load_full() {
             if old.1 == generation {
                 return fail(CKR_CRYPTOKI_ALREADY_INITIALIZED);
@@ -52,6 +51,7 @@ ck_fn!(
             Error(CKR_GENERAL_ERROR)
         })?;
         crate::logging::init(Some(&config.log));
+    crate::engine::configure(config.engine.force_portable);
         let store = crate::store::open(&config).map_err(|e| {
             log::error!("C_Initialize: {e}");
             Error(CKR_GENERAL_ERROR)
@@ -69,7 +69,7 @@ trait ForkSafeLock {
 
 impl ForkSafeLock for Mutex<()> {
     fn lock_arc_if_not_forked(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
-        if FORK_GENERATION.load(Ordering::SeqCst) == 0 {
+        if crate::fork::generation() == 0 {
             Some(self.lock())
         } else {
             self.try_lock_for(std::time::Duration::from_millis(100))

@@ -25,30 +25,16 @@ use crate::error::{Error, Result};
 use crate::token::Library;
 use arc_swap::ArcSwapOption;
 use cryptoki_sys::*;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The initialised library, if any, with the fork generation it was made in.
 static STATE: ArcSwapOption<(Library, u64)> = ArcSwapOption::const_empty();
-/// Incremented in the child after every `fork()`: state made before belongs to the parent.
-static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-extern "C" fn after_fork_in_child() {
-    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
-}
-
-fn register_fork_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| unsafe {
-        libc::pthread_atfork(None, None, Some(after_fork_in_child));
-    });
-}
 
 /// The library for this call, or `CKR_CRYPTOKI_NOT_INITIALIZED` (also in a forked child
 /// that has not called `C_Initialize` itself).
 pub(crate) fn lib() -> Result<Arc<(Library, u64)>> {
     match STATE.load_full() {
-        Some(s) if s.1 == FORK_GENERATION.load(Ordering::Relaxed) => Ok(s),
+        Some(s) if s.1 == crate::fork::generation() => Ok(s),
         _ => Err(Error(CKR_CRYPTOKI_NOT_INITIALIZED)),
     }
 }

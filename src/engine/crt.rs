@@ -1,0 +1,231 @@
+//! RSA private-key operations on the IFMA kernel: per-key constants prepared once, two lanes
+//! (p and q) per signature, Garner recombination, all in constant time.
+
+use super::radix52::{self as r52, MASK52};
+use super::{strip_zeros, KeyComponents};
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+/// Limb counts with a compiled kernel: primes of 512, 1024, 1536 and 2048 bits.
+pub const LIMB_COUNTS: [usize; 4] = [10, 20, 30, 40];
+
+/// Everything one CRT half needs, in radix 2^52.
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct Half {
+    pub m: Vec<u64>,
+    pub k0: u64,
+    pub rr: Vec<u64>,
+    pub rrr: Vec<u64>,
+    /// d mod (m − 1) as little-endian 64-bit words.
+    pub exp: Vec<u64>,
+}
+
+/// A key in kernel form. `None` from `new` means the kernel cannot take it (unequal prime
+/// sizes, or a size without a compiled limb count): the portable path serves it.
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct CrtKey {
+    #[zeroize(skip)]
+    pub limbs: usize,
+    #[zeroize(skip)]
+    pub prime_bits: usize,
+    pub p: Half,
+    pub q: Half,
+    /// qInv·R mod p, for Garner's step as one Montgomery multiplication.
+    pub qinv_r: Vec<u64>,
+    #[zeroize(skip)]
+    pub modulus_len: usize,
+}
+
+fn bits_of(b: &[u8]) -> usize {
+    let b = strip_zeros(b);
+    b.len() * 8 - b.first().map_or(8, |x| x.leading_zeros() as usize)
+}
+
+/// 2^(52·L·k) mod m for k = 1, 2, 3, by doubling with a conditional subtraction each step
+/// (fixed iteration count: no dependence on m's value).
+pub fn powers_of_r_pub(m: &[u64]) -> [Vec<u64>; 3] {
+    powers_of_r(m)
+}
+
+fn powers_of_r(m: &[u64]) -> [Vec<u64>; 3] {
+    let l = m.len();
+    let mut x = vec![0u64; l];
+    x[0] = 1;
+    let mut out: [Vec<u64>; 3] = Default::default();
+    for o in out.iter_mut() {
+        for _ in 0..52 * l {
+            let doubled: Vec<u64> = r52::add(&x, &x);
+            x = r52::reduce_once(&doubled, m);
+        }
+        *o = x.clone();
+    }
+    x.zeroize();
+    out
+}
+
+fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
+    let mut m = vec![0u64; limbs];
+    r52::from_be_bytes(strip_zeros(prime), &mut m);
+    let [_, rr, rrr] = powers_of_r(&m);
+    let e = strip_zeros(exp);
+    let words = bits_of(prime).div_ceil(64);
+    let mut w = vec![0u64; words.max(e.len().div_ceil(8))];
+    for (i, &byte) in e.iter().rev().enumerate() {
+        w[i / 8] |= (byte as u64) << (8 * (i % 8));
+    }
+    Half {
+        k0: r52::mont_k0(m[0]),
+        m,
+        rr,
+        rrr,
+        exp: w,
+    }
+}
+
+impl CrtKey {
+    /// Kernel form of a key whose components the portable path already validated.
+    pub fn new(c: &KeyComponents) -> Option<CrtKey> {
+        let (pb, qb) = (bits_of(&c.prime_1), bits_of(&c.prime_2));
+        if pb != qb || c.exponent_1.is_empty() || c.exponent_2.is_empty() || c.coefficient.is_empty() {
+            return None;
+        }
+        // R = 2^(52·L) must exceed 256·p for the kernel's relaxed bounds.
+        let limbs = (pb + 8).div_ceil(52);
+        if !LIMB_COUNTS.contains(&limbs) {
+            return None;
+        }
+        let p = half(&c.prime_1, &c.exponent_1, limbs);
+        let q = half(&c.prime_2, &c.exponent_2, limbs);
+        let mut qinv = vec![0u64; limbs];
+        r52::from_be_bytes(strip_zeros(&c.coefficient), &mut qinv);
+        let qinv_r = r52::reduce_once(&r52::amm(&qinv, &p.rr, &p.m, p.k0), &p.m);
+        qinv.zeroize();
+        Some(CrtKey {
+            limbs,
+            prime_bits: pb,
+            p,
+            q,
+            qinv_r,
+            modulus_len: bits_of(&c.modulus).div_ceil(8),
+        })
+    }
+
+    /// The input split for the kernel: low and high L limbs of c (c < n < R²).
+    pub fn split_input(&self, input: &[u8]) -> (Vec<u64>, Vec<u64>) {
+        let mut c = vec![0u64; 2 * self.limbs];
+        r52::from_be_bytes(input, &mut c);
+        let hi = c.split_off(self.limbs);
+        (c, hi)
+    }
+
+    /// Garner: s = m2 + q·(qInv·(m1 − m2) mod p), serialised at the modulus length.
+    pub fn recombine(&self, m1: &[u64], m2: &[u64]) -> zeroize::Zeroizing<Vec<u8>> {
+        let p = &self.p;
+        // m2 < q < 2p (equal bit lengths), so one conditional subtraction gives m2 mod p.
+        let m2p = r52::reduce_once(m2, &p.m);
+        let (d, borrow) = r52::sub(m1, &m2p);
+        let d_plus_p: Vec<u64> = r52::add(&d, &p.m).iter().map(|&x| x & MASK52).collect();
+        let diff = r52::select(borrow, &d_plus_p, &d);
+        let h = r52::reduce_once(&r52::amm(&diff, &self.qinv_r, &p.m, p.k0), &p.m);
+        let hq = r52::mul(&h, &self.q.m);
+        let mut m2w = m2.to_vec();
+        m2w.resize(hq.len(), 0);
+        let s = r52::add(&hq, &m2w);
+        zeroize::Zeroizing::new(r52::to_be_bytes(&s, self.modulus_len))
+    }
+}
+
+/// Private-key operations of up to four signatures (eight lanes) that share a limb count,
+/// on the IFMA kernel. Results are not yet checked: the caller verifies before release.
+#[cfg(target_arch = "x86_64")]
+pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<zeroize::Zeroizing<Vec<u8>>> {
+    use super::ifma::{modexp, LaneInput};
+    assert!(jobs.len() * 2 <= super::ifma::LANES);
+    let limbs = jobs[0].0.limbs;
+    assert!(jobs.iter().all(|(k, _)| k.limbs == limbs));
+    let mut splits: Vec<(Vec<u64>, Vec<u64>)> = jobs.iter().map(|(k, c)| k.split_input(c)).collect();
+    let mut lanes = Vec::with_capacity(jobs.len() * 2);
+    for ((key, _), (lo, hi)) in jobs.iter().zip(&splits) {
+        for h in [&key.p, &key.q] {
+            lanes.push(LaneInput { lo, hi, m: &h.m, k0: h.k0, rr: &h.rr, rrr: &h.rrr, exp: &h.exp });
+        }
+    }
+    // The exponent length is public: the widest prime in the batch.
+    let exp_bits = jobs.iter().map(|(k, _)| k.prime_bits).max().unwrap_or(0);
+    let out: Vec<Vec<u64>> = match limbs {
+        10 => modexp::<10>(&lanes, exp_bits).into_iter().map(|x| x.to_vec()).collect(),
+        20 => modexp::<20>(&lanes, exp_bits).into_iter().map(|x| x.to_vec()).collect(),
+        30 => modexp::<30>(&lanes, exp_bits).into_iter().map(|x| x.to_vec()).collect(),
+        40 => modexp::<40>(&lanes, exp_bits).into_iter().map(|x| x.to_vec()).collect(),
+        _ => unreachable!("CrtKey::new admits only compiled limb counts"),
+    };
+    let results = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
+        .collect();
+    for (lo, hi) in splits.iter_mut() {
+        lo.zeroize();
+        hi.zeroize();
+    }
+    let mut out = out;
+    out.iter_mut().for_each(|v| v.zeroize());
+    results
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::engine::PreparedKey;
+
+    fn key(bits: usize) -> (KeyComponents, PreparedKey) {
+        let c = crate::engine::generate(bits, &[1, 0, 1]).unwrap();
+        let k = PreparedKey::new(&c).unwrap();
+        (c, k)
+    }
+
+    #[test]
+    fn kernel_matches_reference_for_every_size_and_batch_width() {
+        if !crate::engine::ifma::available() {
+            eprintln!("no AVX-512 IFMA on this CPU: nothing to compare");
+            return;
+        }
+        for bits in [1024usize, 2048, 3072, 4096] {
+            let keys: Vec<_> = (0..2).map(|_| key(bits)).collect();
+            let crt: Vec<CrtKey> = keys.iter().map(|(c, _)| CrtKey::new(c).unwrap()).collect();
+            let k = bits / 8;
+            let n = &keys[0].0.modulus;
+            let mut n_minus_1 = n.clone();
+            *n_minus_1.last_mut().unwrap() -= 1;
+            let mut p_plus = vec![0u8; k - keys[0].0.prime_1.len()];
+            p_plus.extend_from_slice(&keys[0].0.prime_1);
+            let mut inputs: Vec<Vec<u8>> = vec![vec![0; k], { let mut v = vec![0; k]; v[k - 1] = 1; v }, n_minus_1, p_plus];
+            for _ in 0..4 {
+                let mut v = vec![0u8; k];
+                getrandom::fill(&mut v).unwrap();
+                v[0] &= 0x7f;
+                inputs.push(v);
+            }
+            let mut compared = 0;
+            for width in 1..=4 {
+                for chunk in inputs.chunks(width) {
+                    // Mixed keys in one batch.
+                    let jobs: Vec<(&CrtKey, &[u8])> =
+                        chunk.iter().enumerate().map(|(i, c)| (&crt[i % 2], c.as_slice())).collect();
+                    let got = private_op_batch(&jobs);
+                    for (i, c) in chunk.iter().enumerate() {
+                        let reference = keys[i % 2].1.inner.private_op_checked(c, k);
+                        match reference {
+                            Ok(r) => {
+                                assert_eq!(&got[i][..], &r[..], "RSA-{bits}, width {width}, input {i}");
+                                compared += 1;
+                            }
+                            // Inputs ≥ n (possible for the second key) are refused upstream.
+                            Err(_) => {}
+                        }
+                    }
+                }
+            }
+            assert!(compared >= 28, "RSA-{bits}: only {compared} results compared");
+        }
+    }
+}

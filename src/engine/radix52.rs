@@ -1,0 +1,158 @@
+//! Numbers in radix 2^52 (the IFMA limb size), scalar Montgomery arithmetic on them, and the
+//! per-prime constants the kernels need. Everything here runs in time independent of the
+//! values (fixed loops, masks instead of branches).
+
+pub const MASK52: u64 = (1 << 52) - 1;
+
+/// Little-endian 52-bit limbs of a big-endian byte string, into `out` (extra limbs zero).
+pub fn from_be_bytes(b: &[u8], out: &mut [u64]) {
+    out.fill(0);
+    for (i, &byte) in b.iter().rev().enumerate() {
+        let bit = i * 8;
+        let (limb, off) = (bit / 52, bit % 52);
+        if limb < out.len() {
+            out[limb] |= ((byte as u64) << off) & MASK52;
+            if off > 44 && limb + 1 < out.len() {
+                out[limb + 1] |= (byte as u64) >> (52 - off);
+            }
+        }
+    }
+}
+
+/// The value of normalised 52-bit limbs as `len` big-endian bytes (high bits beyond `len`
+/// are dropped: callers size `len` to the value).
+pub fn to_be_bytes(limbs: &[u64], len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    for (i, o) in out.iter_mut().rev().enumerate() {
+        let bit = i * 8;
+        let (limb, off) = (bit / 52, bit % 52);
+        let mut v = limbs.get(limb).copied().unwrap_or(0) >> off;
+        if off > 44 {
+            v |= limbs.get(limb + 1).copied().unwrap_or(0) << (52 - off);
+        }
+        *o = v as u8;
+    }
+    out
+}
+
+/// −m⁻¹ mod 2^52 for odd `m0` (Newton iteration, a fixed number of steps).
+pub fn mont_k0(m0: u64) -> u64 {
+    let mut inv: u64 = 1;
+    for _ in 0..6 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
+    }
+    inv.wrapping_neg() & MASK52
+}
+
+/// Scalar almost-Montgomery multiplication: a·b·R⁻¹ (mod m), R = 2^(52·L), result < 2m for
+/// inputs well below R (the kernels' contract, with R ≥ 256·m). Limbs normalised.
+pub fn amm(a: &[u64], b: &[u64], m: &[u64], k0: u64) -> Vec<u64> {
+    let l = m.len();
+    let mut acc = vec![0u128; l + 1];
+    for &ai in a.iter().take(l) {
+        for j in 0..l {
+            acc[j] += ai as u128 * b[j] as u128;
+        }
+        let q = ((acc[0] as u64 & MASK52).wrapping_mul(k0)) & MASK52;
+        for j in 0..l {
+            acc[j] += q as u128 * m[j] as u128;
+        }
+        let carry = acc[0] >> 52;
+        for j in 0..l {
+            acc[j] = acc[j + 1];
+        }
+        acc[l] = 0;
+        acc[0] += carry;
+        // Keep every column within 128 bits: push the high part one limb up.
+        for j in 0..l {
+            let c = acc[j] >> 52;
+            acc[j] &= MASK52 as u128;
+            acc[j + 1] += c;
+        }
+    }
+    acc[..l].iter().map(|&x| x as u64).collect()
+}
+
+/// a − b over equal-length limbs; returns the difference and a borrow of 0 or 1.
+pub fn sub(a: &[u64], b: &[u64]) -> (Vec<u64>, u64) {
+    let mut borrow = 0u64;
+    let out = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let t = x.wrapping_sub(y).wrapping_sub(borrow);
+            borrow = t >> 63;
+            t & MASK52
+        })
+        .collect();
+    (out, borrow)
+}
+
+/// a + b over equal-length limbs (the caller knows the sum fits).
+pub fn add(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let mut carry = 0u64;
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let t = x + y + carry;
+            carry = t >> 52;
+            t & MASK52
+        })
+        .collect()
+}
+
+/// Selects `a` where `pick_a` is 1 and `b` where it is 0, with a mask.
+pub fn select(pick_a: u64, a: &[u64], b: &[u64]) -> Vec<u64> {
+    let mask = pick_a.wrapping_neg();
+    a.iter().zip(b).map(|(&x, &y)| (x & mask) | (y & !mask)).collect()
+}
+
+/// x mod m for x < 2m, constant time.
+pub fn reduce_once(x: &[u64], m: &[u64]) -> Vec<u64> {
+    let (d, borrow) = sub(x, m);
+    select(borrow, x, &d)
+}
+
+/// Full product of a (la limbs) and b (lb limbs): la + lb limbs, normalised.
+pub fn mul(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let mut acc = vec![0u128; a.len() + b.len() + 1];
+    for (i, &x) in a.iter().enumerate() {
+        for (j, &y) in b.iter().enumerate() {
+            acc[i + j] += x as u128 * y as u128;
+        }
+        // Bound the columns: at most 2^104 · len before this carry pass.
+        let c = acc[i] >> 52;
+        acc[i] &= MASK52 as u128;
+        acc[i + 1] += c;
+    }
+    let mut out = vec![0u64; a.len() + b.len()];
+    let mut carry = 0u128;
+    for (k, o) in out.iter_mut().enumerate() {
+        let t = acc[k] + carry;
+        *o = (t as u64) & MASK52;
+        carry = t >> 52;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_conversions_roundtrip() {
+        let bytes: Vec<u8> = (1..=129u8).collect();
+        let mut limbs = vec![0u64; 20];
+        from_be_bytes(&bytes, &mut limbs);
+        assert!(limbs.iter().all(|&l| l <= MASK52));
+        assert_eq!(to_be_bytes(&limbs, 129), bytes);
+    }
+
+    #[test]
+    fn k0_inverts() {
+        for m0 in [1u64, 3, 0xfffff_ffff_ffff, 0x1234_5678_9abc_def1 & MASK52 | 1] {
+            let k0 = mont_k0(m0);
+            assert_eq!((m0.wrapping_mul(k0)) & MASK52, MASK52, "m0 = {m0:x}");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The combining scheduler: concurrent private-key operations of the same limb count are run
+//! together in one kernel call. There are no background threads: a caller queues its job and,
+//! while fewer combiners than cores run, becomes one and runs a batch taken from the queue (its
+//! own job included); otherwise it parks until a combiner completes its job. A lone request
+//! therefore runs at once on its own thread; nothing waits for a batch to fill.
+
+use super::crt::{CrtKey, LIMB_COUNTS};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+/// Signatures per kernel call: two lanes (p and q) each in eight lanes.
+pub const MAX_BATCH: usize = super::ifma::LANES / 2;
+
+struct Job {
+    key: Arc<CrtKey>,
+    input: Zeroizing<Vec<u8>>,
+    result: Mutex<Option<Zeroizing<Vec<u8>>>>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Arc<Job>>,
+    combiners: usize,
+}
+
+pub struct Scheduler {
+    queues: [Mutex<Queue>; LIMB_COUNTS.len()],
+    max_combiners: usize,
+    /// Kernel calls by the number of signatures they carried (index 0: one signature).
+    pub batches: [AtomicU64; MAX_BATCH],
+}
+
+impl Scheduler {
+    pub fn new() -> Scheduler {
+        Scheduler {
+            queues: Default::default(),
+            max_combiners: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            batches: Default::default(),
+        }
+    }
+
+    /// Runs the private-key operation of `key` on `input` (k bytes, below n), batched with
+    /// whatever else is pending. The result is unchecked; the caller verifies it.
+    pub fn run(&self, key: &Arc<CrtKey>, input: &[u8]) -> Zeroizing<Vec<u8>> {
+        let q = &self.queues[LIMB_COUNTS.iter().position(|&l| l == key.limbs).expect("compiled limb count")];
+        let job = Arc::new(Job {
+            key: key.clone(),
+            input: Zeroizing::new(input.to_vec()),
+            result: Mutex::new(None),
+            done: Condvar::new(),
+        });
+        let mut guard = q.lock();
+        guard.pending.push_back(job.clone());
+        loop {
+            if let Some(r) = job.result.lock().take() {
+                return r;
+            }
+            if guard.combiners < self.max_combiners && !guard.pending.is_empty() {
+                guard.combiners += 1;
+                let n = guard.pending.len().min(MAX_BATCH);
+                let batch: Vec<Arc<Job>> = guard.pending.drain(..n).collect();
+                drop(guard);
+                self.execute(&batch);
+                guard = q.lock();
+                guard.combiners -= 1;
+                // Hand the combiner slot to a parked owner if work is left.
+                if let Some(next) = guard.pending.front() {
+                    next.done.notify_one();
+                }
+                continue;
+            }
+            // Park until a combiner completes this job or hands over its slot.
+            let mut result = job.result.lock();
+            if result.is_none() {
+                drop(guard);
+                job.done.wait_for(&mut result, std::time::Duration::from_millis(2));
+                if let Some(r) = result.take() {
+                    return r;
+                }
+                drop(result);
+                guard = q.lock();
+            }
+        }
+    }
+
+    fn execute(&self, batch: &[Arc<Job>]) {
+        let jobs: Vec<(&CrtKey, &[u8])> = batch.iter().map(|j| (&*j.key, j.input.as_slice())).collect();
+        let results = super::crt::private_op_batch(&jobs);
+        self.batches[batch.len() - 1].fetch_add(1, Ordering::Relaxed);
+        for (job, r) in batch.iter().zip(results) {
+            *job.result.lock() = Some(r);
+            job.done.notify_one();
+        }
+    }
+
+    /// Mean number of signatures per kernel call so far.
+    pub fn mean_fill(&self) -> f64 {
+        let (calls, sigs) = self.batches.iter().enumerate().fold((0u64, 0u64), |(c, s), (i, n)| {
+            let n = n.load(Ordering::Relaxed);
+            (c + n, s + n * (i as u64 + 1))
+        });
+        if calls == 0 {
+            0.0
+        } else {
+            sigs as f64 / calls as f64
+        }
+    }
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Self::new()
+    }
+}

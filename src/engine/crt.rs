@@ -31,6 +31,15 @@ pub struct CrtKey {
     pub q: Half,
     /// qInv·R mod p, for Garner's step as one Montgomery multiplication.
     pub qinv_r: Vec<u64>,
+    /// The public key at 2·L limbs, for the check of every result before release.
+    #[zeroize(skip)]
+    pub n: Vec<u64>,
+    #[zeroize(skip)]
+    pub n_k0: u64,
+    #[zeroize(skip)]
+    pub n_rr: Vec<u64>,
+    #[zeroize(skip)]
+    pub e: u64,
     #[zeroize(skip)]
     pub modulus_len: usize,
 }
@@ -85,7 +94,8 @@ impl CrtKey {
     /// Kernel form of a key whose components the portable path already validated.
     pub fn new(c: &KeyComponents) -> Option<CrtKey> {
         let (pb, qb) = (bits_of(&c.prime_1), bits_of(&c.prime_2));
-        if pb != qb || c.exponent_1.is_empty() || c.exponent_2.is_empty() || c.coefficient.is_empty() {
+        let e = strip_zeros(&c.public_exponent);
+        if pb != qb || c.exponent_1.is_empty() || c.exponent_2.is_empty() || c.coefficient.is_empty() || e.len() > 8 {
             return None;
         }
         // R = 2^(52·L) must exceed 256·p for the kernel's relaxed bounds.
@@ -99,7 +109,14 @@ impl CrtKey {
         r52::from_be_bytes(strip_zeros(&c.coefficient), &mut qinv);
         let qinv_r = r52::reduce_once(&r52::amm(&qinv, &p.rr, &p.m, p.k0), &p.m);
         qinv.zeroize();
+        let mut n = vec![0u64; 2 * limbs];
+        r52::from_be_bytes(strip_zeros(&c.modulus), &mut n);
+        let [_, n_rr, _] = powers_of_r(&n);
         Some(CrtKey {
+            n_k0: r52::mont_k0(n[0]),
+            n,
+            n_rr,
+            e: e.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
             limbs,
             prime_bits: pb,
             p,
@@ -137,7 +154,9 @@ impl CrtKey {
 /// Private-key operations of up to four signatures (eight lanes) that share a limb count,
 /// on the IFMA kernel. Results are not yet checked: the caller verifies before release.
 #[cfg(target_arch = "x86_64")]
-pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<zeroize::Zeroizing<Vec<u8>>> {
+/// Each result comes with whether it passed the public-key check (it must not be released
+/// otherwise).
+pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(zeroize::Zeroizing<Vec<u8>>, bool)> {
     use super::ifma::{modexp, LaneInput};
     assert!(jobs.len() * 2 <= super::ifma::LANES);
     let limbs = jobs[0].0.limbs;
@@ -158,18 +177,50 @@ pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<zeroize::Zeroizing<Vec
         40 => modexp::<40>(&lanes, exp_bits).into_iter().map(|x| x.to_vec()).collect(),
         _ => unreachable!("CrtKey::new admits only compiled limb counts"),
     };
-    let results = jobs
+    let results: Vec<_> = jobs
         .iter()
         .enumerate()
         .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
         .collect();
+    let verified = verify_batch(jobs, &results);
     for (lo, hi) in splits.iter_mut() {
         lo.zeroize();
         hi.zeroize();
     }
     let mut out = out;
     out.iter_mut().for_each(|v| v.zeroize());
-    results
+    results.into_iter().zip(verified).collect()
+}
+
+/// s^e mod n == input for every job, on the kernel at 2·L limbs.
+#[cfg(target_arch = "x86_64")]
+fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[zeroize::Zeroizing<Vec<u8>>]) -> Vec<bool> {
+    use super::ifma::{powmod_public, PublicLane};
+    let limbs = 2 * jobs[0].0.limbs;
+    let bases: Vec<Vec<u64>> = sigs
+        .iter()
+        .map(|s| {
+            let mut v = vec![0u64; limbs];
+            r52::from_be_bytes(s, &mut v);
+            v
+        })
+        .collect();
+    let lanes: Vec<PublicLane> = jobs
+        .iter()
+        .zip(&bases)
+        .map(|((k, _), b)| PublicLane { base: b, n: &k.n, k0: k.n_k0, rr: &k.n_rr, e: k.e })
+        .collect();
+    let back: Vec<Vec<u64>> = match limbs {
+        20 => powmod_public::<20>(&lanes).into_iter().map(|x| x.to_vec()).collect(),
+        40 => powmod_public::<40>(&lanes).into_iter().map(|x| x.to_vec()).collect(),
+        60 => powmod_public::<60>(&lanes).into_iter().map(|x| x.to_vec()).collect(),
+        80 => powmod_public::<80>(&lanes).into_iter().map(|x| x.to_vec()).collect(),
+        _ => unreachable!("CrtKey::new admits only compiled limb counts"),
+    };
+    jobs.iter()
+        .zip(back)
+        .map(|((k, input), r)| r52::to_be_bytes(&r, k.modulus_len) == *input)
+        .collect()
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -216,7 +267,8 @@ mod tests {
                         let reference = keys[i % 2].1.inner.private_op_checked(c, k);
                         match reference {
                             Ok(r) => {
-                                assert_eq!(&got[i][..], &r[..], "RSA-{bits}, width {width}, input {i}");
+                                assert_eq!(&got[i].0[..], &r[..], "RSA-{bits}, width {width}, input {i}");
+                                assert!(got[i].1, "RSA-{bits}: a correct result failed the kernel's check");
                                 compared += 1;
                             }
                             // Inputs ≥ n (possible for the second key) are refused upstream.
@@ -226,6 +278,12 @@ mod tests {
                 }
             }
             assert!(compared >= 28, "RSA-{bits}: only {compared} results compared");
+            // A wrong result never passes the check.
+            let input = &inputs[5];
+            let (mut sig, ok) = private_op_batch(&[(&crt[0], input.as_slice())]).remove(0);
+            assert!(ok);
+            sig[k / 2] ^= 4;
+            assert_eq!(verify_batch(&[(&crt[0], input.as_slice())], &[sig]), vec![false]);
         }
     }
 }

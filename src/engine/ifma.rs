@@ -96,6 +96,10 @@ fn load<const L: usize>(r: &[Row; L]) -> [__m512i; L] {
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
 fn amm<const L: usize>(a: &[__m512i; L], b: &[__m512i; L], m: &[__m512i; L], k0: __m512i) -> [__m512i; L] {
+    // An over-aligned local makes LLVM realign this frame, so register spills land on
+    // 64-byte boundaries instead of straddling cache lines.
+    let mut align = Row([0; LANES]);
+    core::hint::black_box(&mut align);
     let zero = _mm512_setzero_si512();
     let mut acc = [zero; L];
     let mut top = zero;
@@ -213,6 +217,86 @@ fn modexp_kernel<const L: usize>(
     }
     // Out of Montgomery form: AMM(acc, 1) ≤ m, then one conditional subtraction.
     let r = reduce_once(&amm(&acc, &one, &m, k0), &m);
+    for j in 0..L {
+        // SAFETY: Row is 64-byte aligned.
+        unsafe { _mm512_store_si512(out[j].0.as_mut_ptr() as *mut _, r[j]) };
+    }
+}
+
+/// One lane of a public-key operation: `base^e mod n` (public data, variable time is fine).
+pub struct PublicLane<'a> {
+    pub base: &'a [u64],
+    pub n: &'a [u64],
+    pub k0: u64,
+    pub rr: &'a [u64],
+    pub e: u64,
+}
+
+/// Public-exponent exponentiation on up to eight lanes (signature checks), square and
+/// multiply over the bits of the widest exponent, lanes without a given bit keep their value.
+pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
+    assert!(lanes.len() <= LANES && available());
+    let mut base = [Row([0; LANES]); L];
+    let mut n = [Row([0; LANES]); L];
+    let mut rr = [Row([0; LANES]); L];
+    let mut k0 = Row([MASK52; LANES]);
+    let mut e = Row([0; LANES]);
+    for k in 0..LANES {
+        n[0].0[k] = 1;
+    }
+    for (k, lane) in lanes.iter().enumerate() {
+        for j in 0..L {
+            base[j].0[k] = lane.base.get(j).copied().unwrap_or(0);
+            n[j].0[k] = lane.n[j];
+            rr[j].0[k] = lane.rr[j];
+        }
+        k0.0[k] = lane.k0;
+        e.0[k] = lane.e;
+    }
+    let any = lanes.iter().fold(0, |a, l| a | l.e);
+    let mut out = [Row([0; LANES]); L];
+    // SAFETY: `available()` checked the CPU features.
+    unsafe { powmod_public_kernel::<L>(&base, &n, k0, &rr, e, any, &mut out) };
+    (0..lanes.len()).map(|k| core::array::from_fn(|j| out[j].0[k])).collect()
+}
+
+#[target_feature(enable = "avx512f,avx512ifma")]
+fn powmod_public_kernel<const L: usize>(
+    base: &[Row; L],
+    n: &[Row; L],
+    k0: Row,
+    rr: &[Row; L],
+    e: Row,
+    any: u64,
+    out: &mut [Row; L],
+) {
+    let n = load(n);
+    // SAFETY: Row is 64-byte aligned.
+    let (k0, e) = unsafe {
+        (
+            _mm512_load_si512(k0.0.as_ptr() as *const _),
+            _mm512_load_si512(e.0.as_ptr() as *const _),
+        )
+    };
+    let zero = _mm512_setzero_si512();
+    let x = amm(&load(base), &load(rr), &n, k0);
+    let mut acc = x;
+    let bits = 64 - any.leading_zeros() as usize;
+    for bit in (0..bits.saturating_sub(1)).rev() {
+        acc = amm(&acc, &acc, &n, k0);
+        // Exponents are public: skip the multiplication when no lane has this bit.
+        if any >> bit & 1 == 0 {
+            continue;
+        }
+        let with_x = amm(&acc, &x, &n, k0);
+        let set = _mm512_test_epi64_mask(_mm512_srlv_epi64(e, _mm512_set1_epi64(bit as i64)), _mm512_set1_epi64(1));
+        for j in 0..L {
+            acc[j] = _mm512_mask_mov_epi64(acc[j], set, with_x[j]);
+        }
+    }
+    let mut one = [zero; L];
+    one[0] = _mm512_set1_epi64(1);
+    let r = reduce_once(&amm(&acc, &one, &n, k0), &n);
     for j in 0..L {
         // SAFETY: Row is 64-byte aligned.
         unsafe { _mm512_store_si512(out[j].0.as_mut_ptr() as *mut _, r[j]) };

@@ -17,7 +17,7 @@ pub const MAX_BATCH: usize = super::ifma::LANES / 2;
 struct Job {
     key: Arc<CrtKey>,
     input: Zeroizing<Vec<u8>>,
-    result: Mutex<Option<Zeroizing<Vec<u8>>>>,
+    result: Mutex<Option<(Zeroizing<Vec<u8>>, bool)>>,
     done: Condvar,
 }
 
@@ -44,8 +44,8 @@ impl Scheduler {
     }
 
     /// Runs the private-key operation of `key` on `input` (k bytes, below n), batched with
-    /// whatever else is pending. The result is unchecked; the caller verifies it.
-    pub fn run(&self, key: &Arc<CrtKey>, input: &[u8]) -> Zeroizing<Vec<u8>> {
+    /// whatever else is pending; the flag says whether the result passed the public-key check.
+    pub fn run(&self, key: &Arc<CrtKey>, input: &[u8]) -> (Zeroizing<Vec<u8>>, bool) {
         let q = &self.queues[LIMB_COUNTS.iter().position(|&l| l == key.limbs).expect("compiled limb count")];
         let job = Arc::new(Job {
             key: key.clone(),

@@ -1,8 +1,10 @@
-//! AVX-512 IFMA kernel: up to eight independent modular exponentiations at once, lane k of
-//! every 512-bit register belonging to exponentiation k ("vertical" multi-buffer layout), in
-//! radix 2^52 with almost-Montgomery multiplication. Lanes may have different moduli and
-//! exponents; all lanes of a call share the limb count L. Constant time: fixed windows, every
-//! table entry read and selected with masks, no secret-dependent branch or index.
+//! AVX-512 IFMA kernels: up to eight independent modular exponentiations at once, lane k of
+//! every register belonging to exponentiation k ("vertical" multi-buffer layout), in radix
+//! 2^52 with almost-Montgomery multiplication. One generic kernel runs on 512-, 256- and
+//! 128-bit registers (8, 4 or 2 lanes) so a lone request does not pay for a full batch.
+//! Lanes may have different moduli and exponents; all lanes of a call share the limb count L.
+//! Constant time: fixed windows, every table entry read and selected with masks, no
+//! secret-dependent branch or index.
 
 use super::radix52::MASK52;
 use core::arch::x86_64::*;
@@ -11,13 +13,125 @@ pub const LANES: usize = 8;
 /// Window width of the exponentiation: a 16-entry table.
 const WINDOW: usize = 4;
 
-/// Whether this CPU runs the kernel.
+/// Whether this CPU runs the kernels.
 pub fn available() -> bool {
     std::is_x86_feature_detected!("avx512f")
         && std::is_x86_feature_detected!("avx512ifma")
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512bw")
 }
+
+/// A register of 64-bit lanes with the IFMA operations the kernels use. Every method needs
+/// AVX-512 F, IFMA and VL: callers guarantee them (`available()`).
+pub trait Simd: Copy {
+    const LANES: usize;
+    unsafe fn zero() -> Self;
+    unsafe fn splat(x: u64) -> Self;
+    /// Loads `LANES` words from 64-byte-aligned memory.
+    unsafe fn load(p: *const u64) -> Self;
+    unsafe fn store(self, p: *mut u64);
+    /// acc + low 52 bits of b·c, per lane (b and c use their low 52 bits).
+    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self;
+    /// acc + bits 52..104 of b·c, per lane.
+    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    unsafe fn sub(a: Self, b: Self) -> Self;
+    unsafe fn and(a: Self, b: Self) -> Self;
+    unsafe fn shr<const N: u32>(a: Self) -> Self;
+    unsafe fn shr_var(a: Self, n: Self) -> Self;
+    /// `b` in the lanes where x == y, `into` elsewhere.
+    unsafe fn blend_eq(into: Self, x: Self, y: Self, b: Self) -> Self;
+    /// `b` in the lanes where x != 0, `into` elsewhere.
+    unsafe fn blend_nonzero(into: Self, x: Self, b: Self) -> Self;
+}
+
+macro_rules! simd_impl {
+    ($name:ident, $t:ty, $lanes:expr, $zero:ident, $set1:ident, $load:ident, $store:ident,
+     $lo:ident, $hi:ident, $add:ident, $sub:ident, $and:ident, $srlv:ident,
+     $cmpeq:ident, $cmpneq:ident, $movmask:ident) => {
+        #[derive(Clone, Copy)]
+        pub struct $name($t);
+
+        impl Simd for $name {
+            const LANES: usize = $lanes;
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn zero() -> Self {
+                $name($zero())
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn splat(x: u64) -> Self {
+                $name($set1(x as i64))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn load(p: *const u64) -> Self {
+                $name($load(p as *const _))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn store(self, p: *mut u64) {
+                $store(p as *mut _, self.0)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
+                $name($lo(acc.0, b.0, c.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
+                $name($hi(acc.0, b.0, c.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn add(a: Self, b: Self) -> Self {
+                $name($add(a.0, b.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn sub(a: Self, b: Self) -> Self {
+                $name($sub(a.0, b.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn and(a: Self, b: Self) -> Self {
+                $name($and(a.0, b.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn shr<const N: u32>(a: Self) -> Self {
+                $name($srlv(a.0, $set1(N as i64)))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn shr_var(a: Self, n: Self) -> Self {
+                $name($srlv(a.0, n.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn blend_eq(into: Self, x: Self, y: Self, b: Self) -> Self {
+                $name($movmask(into.0, $cmpeq(x.0, y.0), b.0))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+            unsafe fn blend_nonzero(into: Self, x: Self, b: Self) -> Self {
+                $name($movmask(into.0, $cmpneq(x.0, $zero()), b.0))
+            }
+        }
+    };
+}
+
+simd_impl!(Zmm, __m512i, 8, _mm512_setzero_si512, _mm512_set1_epi64, _mm512_load_si512, _mm512_store_si512,
+    _mm512_madd52lo_epu64, _mm512_madd52hi_epu64, _mm512_add_epi64, _mm512_sub_epi64, _mm512_and_si512,
+    _mm512_srlv_epi64, _mm512_cmpeq_epi64_mask, _mm512_cmpneq_epi64_mask, _mm512_mask_mov_epi64);
+simd_impl!(Ymm, __m256i, 4, _mm256_setzero_si256, _mm256_set1_epi64x, _mm256_load_si256, _mm256_store_si256,
+    _mm256_madd52lo_epu64, _mm256_madd52hi_epu64, _mm256_add_epi64, _mm256_sub_epi64, _mm256_and_si256,
+    _mm256_srlv_epi64, _mm256_cmpeq_epi64_mask, _mm256_cmpneq_epi64_mask, _mm256_mask_mov_epi64);
+simd_impl!(Xmm, __m128i, 2, _mm_setzero_si128, _mm_set1_epi64x, _mm_load_si128, _mm_store_si128,
+    _mm_madd52lo_epu64, _mm_madd52hi_epu64, _mm_add_epi64, _mm_sub_epi64, _mm_and_si128,
+    _mm_srlv_epi64, _mm_cmpeq_epi64_mask, _mm_cmpneq_epi64_mask, _mm_mask_mov_epi64);
 
 /// One lane's work: `base^exp mod m` where base = `lo + hi·R` (each L limbs below R).
 pub struct LaneInput<'a> {
@@ -47,9 +161,13 @@ fn rows<'a, const L: usize>(lanes: &[LaneInput<'a>], pick: impl Fn(&LaneInput<'a
     out
 }
 
+fn columns<const L: usize>(out: &[Row; L], n: usize) -> Vec<[u64; L]> {
+    (0..n).map(|k| core::array::from_fn(|j| out[j].0[k])).collect()
+}
+
 /// Runs the lanes (at most 8) and returns `base^exp mod m` per lane, fully reduced, as L
-/// normalised limbs. `exp_bits` is public (the bit length of the moduli). Unused lanes are
-/// computed on zeros and ignored.
+/// normalised limbs, on the narrowest register that holds them. `exp_bits` is public (the
+/// bit length of the moduli). Unused lanes compute on zeros modulo 1 and are ignored.
 pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
     assert!(lanes.len() <= LANES && available());
     let lo = rows::<L>(lanes, |l| l.lo);
@@ -57,15 +175,11 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64;
     let mut m = rows::<L>(lanes, |l| l.m);
     let rr = rows::<L>(lanes, |l| l.rr);
     let rrr = rows::<L>(lanes, |l| l.rrr);
-    let mut k0 = Row([0; LANES]);
-    // Idle lanes get the modulus 1 (odd, k0 = 2^52 − 1): harmless arithmetic on zeros.
+    let mut k0 = Row([MASK52; LANES]);
     for k in 0..LANES {
         match lanes.get(k) {
             Some(l) => k0.0[k] = l.k0,
-            None => {
-                m[0].0[k] = 1;
-                k0.0[k] = MASK52;
-            }
+            None => m[0].0[k] = 1,
         }
     }
     let words = exp_bits.div_ceil(64);
@@ -76,50 +190,57 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64;
         }
     }
     let mut out = [Row([0; LANES]); L];
-    // SAFETY: `available()` checked the CPU features the kernel is compiled for.
-    unsafe { modexp_kernel::<L>(&lo, &hi, &m, k0, &rr, &rrr, &exp, exp_bits, &mut out) };
-    (0..lanes.len())
-        .map(|k| core::array::from_fn(|j| out[j].0[k]))
-        .collect()
+    let args = (&lo, &hi, &m, &k0, &rr, &rrr, exp.as_slice(), exp_bits, &mut out);
+    // SAFETY: `available()` checked the CPU features the kernels are compiled for.
+    unsafe {
+        match lanes.len() {
+            0..=2 => modexp_kernel::<Xmm, L>(args),
+            3..=4 => modexp_kernel::<Ymm, L>(args),
+            _ => modexp_kernel::<Zmm, L>(args),
+        }
+    }
+    columns(&out, lanes.len())
 }
+
+type KernelArgs<'a, const L: usize> =
+    (&'a [Row; L], &'a [Row; L], &'a [Row; L], &'a Row, &'a [Row; L], &'a [Row; L], &'a [Row], usize, &'a mut [Row; L]);
 
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn load<const L: usize>(r: &[Row; L]) -> [__m512i; L] {
-    // SAFETY: each Row is 64 bytes, 64-byte aligned.
-    core::array::from_fn(|j| unsafe { _mm512_load_si512(r[j].0.as_ptr() as *const _) })
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
+    core::array::from_fn(|j| V::load(r[j].0.as_ptr()))
 }
 
-/// Almost-Montgomery multiplication a·b·R⁻¹ mod m on eight lanes; output < 2m, normalised.
-/// The one-limb shift of each row is folded into the q·m pass so the accumulator stays in
+/// Almost-Montgomery multiplication a·b·R⁻¹ mod m per lane; output < 2m, normalised. The
+/// one-limb shift of each row is folded into the q·m pass so the accumulator stays in
 /// registers.
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn amm<const L: usize>(a: &[__m512i; L], b: &[__m512i; L], m: &[__m512i; L], k0: __m512i) -> [__m512i; L] {
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     // An over-aligned local makes LLVM realign this frame, so register spills land on
     // 64-byte boundaries instead of straddling cache lines.
     let mut align = Row([0; LANES]);
     core::hint::black_box(&mut align);
-    let zero = _mm512_setzero_si512();
+    let zero = V::zero();
     let mut acc = [zero; L];
     let mut top = zero;
     for ai in a.iter() {
         for j in 0..L {
-            acc[j] = _mm512_madd52lo_epu64(acc[j], *ai, b[j]);
+            acc[j] = V::madd_lo(acc[j], *ai, b[j]);
         }
         for j in 0..L - 1 {
-            acc[j + 1] = _mm512_madd52hi_epu64(acc[j + 1], *ai, b[j]);
+            acc[j + 1] = V::madd_hi(acc[j + 1], *ai, b[j]);
         }
-        top = _mm512_madd52hi_epu64(top, *ai, b[L - 1]);
-        let q = _mm512_madd52lo_epu64(zero, acc[0], k0);
-        let low = _mm512_madd52lo_epu64(acc[0], q, m[0]);
-        let carry = _mm512_srli_epi64::<52>(low);
+        top = V::madd_hi(top, *ai, b[L - 1]);
+        let q = V::madd_lo(zero, acc[0], k0);
+        let low = V::madd_lo(acc[0], q, m[0]);
+        let carry = V::shr::<52>(low);
         for j in 0..L - 1 {
-            let t = _mm512_madd52lo_epu64(acc[j + 1], q, m[j + 1]);
-            acc[j] = _mm512_madd52hi_epu64(t, q, m[j]);
+            let t = V::madd_lo(acc[j + 1], q, m[j + 1]);
+            acc[j] = V::madd_hi(t, q, m[j]);
         }
-        acc[L - 1] = _mm512_madd52hi_epu64(top, q, m[L - 1]);
-        acc[0] = _mm512_add_epi64(acc[0], carry);
+        acc[L - 1] = V::madd_hi(top, q, m[L - 1]);
+        acc[0] = V::add(acc[0], carry);
         top = zero;
     }
     normalise(&mut acc);
@@ -127,59 +248,55 @@ fn amm<const L: usize>(a: &[__m512i; L], b: &[__m512i; L], m: &[__m512i; L], k0:
 }
 
 #[inline]
-#[target_feature(enable = "avx512f")]
-fn normalise<const L: usize>(x: &mut [__m512i; L]) {
-    let mask = _mm512_set1_epi64(MASK52 as i64);
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn normalise<V: Simd, const L: usize>(x: &mut [V; L]) {
+    let mask = V::splat(MASK52);
     for j in 0..L - 1 {
-        let c = _mm512_srli_epi64::<52>(x[j]);
-        x[j] = _mm512_and_si512(x[j], mask);
-        x[j + 1] = _mm512_add_epi64(x[j + 1], c);
+        let c = V::shr::<52>(x[j]);
+        x[j] = V::and(x[j], mask);
+        x[j + 1] = V::add(x[j + 1], c);
     }
 }
 
 /// x − m if x ≥ m, else x, per lane, with masks.
 #[inline]
-#[target_feature(enable = "avx512f")]
-fn reduce_once<const L: usize>(x: &[__m512i; L], m: &[__m512i; L]) -> [__m512i; L] {
-    let mask = _mm512_set1_epi64(MASK52 as i64);
-    let mut borrow = _mm512_setzero_si512();
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn reduce_once<V: Simd, const L: usize>(x: &[V; L], m: &[V; L]) -> [V; L] {
+    let mask = V::splat(MASK52);
+    let mut borrow = V::zero();
     let mut d = [borrow; L];
     for j in 0..L {
-        let t = _mm512_sub_epi64(_mm512_sub_epi64(x[j], m[j]), borrow);
-        borrow = _mm512_srli_epi64::<63>(t);
-        d[j] = _mm512_and_si512(t, mask);
+        let t = V::sub(V::sub(x[j], m[j]), borrow);
+        borrow = V::shr::<63>(t);
+        d[j] = V::and(t, mask);
     }
-    let keep_x = _mm512_cmpneq_epi64_mask(borrow, _mm512_setzero_si512());
-    core::array::from_fn(|j| _mm512_mask_mov_epi64(d[j], keep_x, x[j]))
+    core::array::from_fn(|j| V::blend_nonzero(d[j], borrow, x[j]))
 }
 
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn modexp_kernel<const L: usize>(
-    lo: &[Row; L],
-    hi: &[Row; L],
-    m: &[Row; L],
-    k0: Row,
-    rr: &[Row; L],
-    rrr: &[Row; L],
-    exp: &[Row],
-    exp_bits: usize,
-    out: &mut [Row; L],
-) {
-    let m = load(m);
-    // SAFETY: Row is 64-byte aligned.
-    let k0 = unsafe { _mm512_load_si512(k0.0.as_ptr() as *const _) };
-    let zero = _mm512_setzero_si512();
+#[inline]
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn store<V: Simd, const L: usize>(r: &[V; L], out: &mut [Row; L]) {
+    for j in 0..L {
+        r[j].store(out[j].0.as_mut_ptr());
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_, L>) {
+    let (lo, hi, m, k0, rr, rrr, exp, exp_bits, out) = args;
+    let m = load::<V, L>(m);
+    let k0 = V::load(k0.0.as_ptr());
+    let zero = V::zero();
     let mut one = [zero; L];
-    one[0] = _mm512_set1_epi64(1);
+    one[0] = V::splat(1);
     // Montgomery form of the base: lo·R + hi·R² ≡ AMM(lo, R²) + AMM(hi, R³). Each term is
     // below 2m, so the sum is below 4m, well inside the kernel's bound (R ≥ 256·m).
-    let rr = load(rr);
-    let x_lo = amm(&load(lo), &rr, &m, k0);
-    let x_hi = amm(&load(hi), &load(rrr), &m, k0);
+    let rr = load::<V, L>(rr);
+    let x_lo = amm(&load::<V, L>(lo), &rr, &m, k0);
+    let x_hi = amm(&load::<V, L>(hi), &load::<V, L>(rrr), &m, k0);
     let mut base = [zero; L];
     for j in 0..L {
-        base[j] = _mm512_add_epi64(x_lo[j], x_hi[j]);
+        base[j] = V::add(x_lo[j], x_hi[j]);
     }
     normalise(&mut base);
     // R mod m (the Montgomery one) = AMM(1, R²).
@@ -199,28 +316,21 @@ fn modexp_kernel<const L: usize>(
             }
         }
         let bit = win * WINDOW;
-        // SAFETY: Row is 64-byte aligned; `bit / 64 < exp.len()` as exp covers exp_bits.
-        let word = unsafe { _mm512_load_si512(exp[bit / 64].0.as_ptr() as *const _) };
-        let digit = _mm512_and_si512(
-            _mm512_srlv_epi64(word, _mm512_set1_epi64((bit % 64) as i64)),
-            _mm512_set1_epi64((1 << WINDOW) - 1),
-        );
+        let word = V::load(exp[bit / 64].0.as_ptr());
+        let digit = V::and(V::shr_var(word, V::splat((bit % 64) as u64)), V::splat((1 << WINDOW) - 1));
         // Read every entry; keep the one whose index equals the lane's digit.
         let mut sel = [zero; L];
         for (t, entry) in table.iter().enumerate() {
-            let hit = _mm512_cmpeq_epi64_mask(digit, _mm512_set1_epi64(t as i64));
+            let t = V::splat(t as u64);
             for j in 0..L {
-                sel[j] = _mm512_mask_mov_epi64(sel[j], hit, entry[j]);
+                sel[j] = V::blend_eq(sel[j], digit, t, entry[j]);
             }
         }
         acc = amm(&acc, &sel, &m, k0);
     }
     // Out of Montgomery form: AMM(acc, 1) ≤ m, then one conditional subtraction.
     let r = reduce_once(&amm(&acc, &one, &m, k0), &m);
-    for j in 0..L {
-        // SAFETY: Row is 64-byte aligned.
-        unsafe { _mm512_store_si512(out[j].0.as_mut_ptr() as *mut _, r[j]) };
-    }
+    store(&r, out);
 }
 
 /// One lane of a public-key operation: `base^e mod n` (public data, variable time is fine).
@@ -232,8 +342,8 @@ pub struct PublicLane<'a> {
     pub e: u64,
 }
 
-/// Public-exponent exponentiation on up to eight lanes (signature checks), square and
-/// multiply over the bits of the widest exponent, lanes without a given bit keep their value.
+/// Public-exponent exponentiation on up to eight lanes (signature checks): square and
+/// multiply over the bits of the exponents; lanes without a given bit keep their value.
 pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
     assert!(lanes.len() <= LANES && available());
     let mut base = [Row([0; LANES]); L];
@@ -256,30 +366,30 @@ pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
     let any = lanes.iter().fold(0, |a, l| a | l.e);
     let mut out = [Row([0; LANES]); L];
     // SAFETY: `available()` checked the CPU features.
-    unsafe { powmod_public_kernel::<L>(&base, &n, k0, &rr, e, any, &mut out) };
-    (0..lanes.len()).map(|k| core::array::from_fn(|j| out[j].0[k])).collect()
+    unsafe {
+        match lanes.len() {
+            0..=2 => powmod_public_kernel::<Xmm, L>(&base, &n, &k0, &rr, &e, any, &mut out),
+            3..=4 => powmod_public_kernel::<Ymm, L>(&base, &n, &k0, &rr, &e, any, &mut out),
+            _ => powmod_public_kernel::<Zmm, L>(&base, &n, &k0, &rr, &e, any, &mut out),
+        }
+    }
+    columns(&out, lanes.len())
 }
 
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn powmod_public_kernel<const L: usize>(
+#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+unsafe fn powmod_public_kernel<V: Simd, const L: usize>(
     base: &[Row; L],
     n: &[Row; L],
-    k0: Row,
+    k0: &Row,
     rr: &[Row; L],
-    e: Row,
+    e: &Row,
     any: u64,
     out: &mut [Row; L],
 ) {
-    let n = load(n);
-    // SAFETY: Row is 64-byte aligned.
-    let (k0, e) = unsafe {
-        (
-            _mm512_load_si512(k0.0.as_ptr() as *const _),
-            _mm512_load_si512(e.0.as_ptr() as *const _),
-        )
-    };
-    let zero = _mm512_setzero_si512();
-    let x = amm(&load(base), &load(rr), &n, k0);
+    let n = load::<V, L>(n);
+    let (k0, e) = (V::load(k0.0.as_ptr()), V::load(e.0.as_ptr()));
+    let zero = V::zero();
+    let x = amm(&load::<V, L>(base), &load::<V, L>(rr), &n, k0);
     let mut acc = x;
     let bits = 64 - any.leading_zeros() as usize;
     for bit in (0..bits.saturating_sub(1)).rev() {
@@ -289,16 +399,13 @@ fn powmod_public_kernel<const L: usize>(
             continue;
         }
         let with_x = amm(&acc, &x, &n, k0);
-        let set = _mm512_test_epi64_mask(_mm512_srlv_epi64(e, _mm512_set1_epi64(bit as i64)), _mm512_set1_epi64(1));
+        let set = V::and(V::shr_var(e, V::splat(bit as u64)), V::splat(1));
         for j in 0..L {
-            acc[j] = _mm512_mask_mov_epi64(acc[j], set, with_x[j]);
+            acc[j] = V::blend_nonzero(acc[j], set, with_x[j]);
         }
     }
     let mut one = [zero; L];
-    one[0] = _mm512_set1_epi64(1);
+    one[0] = V::splat(1);
     let r = reduce_once(&amm(&acc, &one, &n, k0), &n);
-    for j in 0..L {
-        // SAFETY: Row is 64-byte aligned.
-        unsafe { _mm512_store_si512(out[j].0.as_mut_ptr() as *mut _, r[j]) };
-    }
+    store(&r, out);
 }

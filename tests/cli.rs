@@ -431,3 +431,90 @@ fn speed_prints_a_table() {
     // The user's store was not touched.
     assert!(!env.store_dir().exists());
 }
+
+#[test]
+fn bench_compares_modules_including_softhsm() {
+    let env = TestEnv::new();
+    ok(
+        &env,
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            "bench",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+    );
+    let sh_dir = env.dir.path().join("softhsm");
+    std::fs::create_dir_all(&sh_dir).unwrap();
+    let sh_conf = env.dir.path().join("softhsm2.conf");
+    std::fs::write(
+        &sh_conf,
+        format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\n",
+            sh_dir.display()
+        ),
+    )
+    .unwrap();
+    let st = Command::new("softhsm2-util")
+        .args([
+            "--init-token",
+            "--free",
+            "--label",
+            "bench",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ])
+        .env("SOFTHSM2_CONF", &sh_conf)
+        .output()
+        .expect("softhsm2-util (Debian package softhsm2) must be installed");
+    assert!(st.status.success());
+    let o = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .args([
+            "bench",
+            "--module",
+            module_path().to_str().unwrap(),
+            "--module",
+            "/usr/lib/softhsm/libsofthsm2.so",
+        ])
+        .args([
+            "--token",
+            "bench",
+            "--pin",
+            USER_PIN,
+            "--key-size",
+            "1024",
+            "--threads",
+            "2",
+            "--seconds",
+            "0.3",
+            "--json",
+        ])
+        .env("FERROHSM_CONF", env.conf())
+        .env("SOFTHSM2_CONF", &sh_conf)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for l in &lines {
+        let rate: f64 = l
+            .split("\"sign_per_s\":")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rate > 0.0, "{l}");
+        assert!(l.contains("\"p99_ms\":") && l.contains("\"ratio\":"), "{l}");
+    }
+    assert!(lines[0].contains("\"ratio\":1.00"), "{}", lines[0]);
+}

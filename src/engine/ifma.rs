@@ -23,8 +23,7 @@ pub fn available() -> bool {
 
 /// A register of 64-bit lanes with the IFMA operations the kernels use. Every method needs
 /// AVX-512 F, IFMA and VL: callers guarantee them (`available()`).
-pub trait Simd: Copy {
-    const LANES: usize;
+trait Simd: Copy {
     unsafe fn zero() -> Self;
     unsafe fn splat(x: u64) -> Self;
     /// Loads `LANES` words from 64-byte-aligned memory.
@@ -49,11 +48,11 @@ macro_rules! simd_impl {
     ($name:ident, $t:ty, $lanes:expr, $zero:ident, $set1:ident, $load:ident, $store:ident,
      $lo:ident, $hi:ident, $add:ident, $sub:ident, $and:ident, $srlv:ident,
      $cmpeq:ident, $cmpneq:ident, $movmask:ident) => {
+        // $lanes lanes of 64 bits.
         #[derive(Clone, Copy)]
-        pub struct $name($t);
+        struct $name($t);
 
         impl Simd for $name {
-            const LANES: usize = $lanes;
             #[inline]
             #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
             unsafe fn zero() -> Self {
@@ -123,15 +122,60 @@ macro_rules! simd_impl {
     };
 }
 
-simd_impl!(Zmm, __m512i, 8, _mm512_setzero_si512, _mm512_set1_epi64, _mm512_load_si512, _mm512_store_si512,
-    _mm512_madd52lo_epu64, _mm512_madd52hi_epu64, _mm512_add_epi64, _mm512_sub_epi64, _mm512_and_si512,
-    _mm512_srlv_epi64, _mm512_cmpeq_epi64_mask, _mm512_cmpneq_epi64_mask, _mm512_mask_mov_epi64);
-simd_impl!(Ymm, __m256i, 4, _mm256_setzero_si256, _mm256_set1_epi64x, _mm256_load_si256, _mm256_store_si256,
-    _mm256_madd52lo_epu64, _mm256_madd52hi_epu64, _mm256_add_epi64, _mm256_sub_epi64, _mm256_and_si256,
-    _mm256_srlv_epi64, _mm256_cmpeq_epi64_mask, _mm256_cmpneq_epi64_mask, _mm256_mask_mov_epi64);
-simd_impl!(Xmm, __m128i, 2, _mm_setzero_si128, _mm_set1_epi64x, _mm_load_si128, _mm_store_si128,
-    _mm_madd52lo_epu64, _mm_madd52hi_epu64, _mm_add_epi64, _mm_sub_epi64, _mm_and_si128,
-    _mm_srlv_epi64, _mm_cmpeq_epi64_mask, _mm_cmpneq_epi64_mask, _mm_mask_mov_epi64);
+simd_impl!(
+    Zmm,
+    __m512i,
+    8,
+    _mm512_setzero_si512,
+    _mm512_set1_epi64,
+    _mm512_load_si512,
+    _mm512_store_si512,
+    _mm512_madd52lo_epu64,
+    _mm512_madd52hi_epu64,
+    _mm512_add_epi64,
+    _mm512_sub_epi64,
+    _mm512_and_si512,
+    _mm512_srlv_epi64,
+    _mm512_cmpeq_epi64_mask,
+    _mm512_cmpneq_epi64_mask,
+    _mm512_mask_mov_epi64
+);
+simd_impl!(
+    Ymm,
+    __m256i,
+    4,
+    _mm256_setzero_si256,
+    _mm256_set1_epi64x,
+    _mm256_load_si256,
+    _mm256_store_si256,
+    _mm256_madd52lo_epu64,
+    _mm256_madd52hi_epu64,
+    _mm256_add_epi64,
+    _mm256_sub_epi64,
+    _mm256_and_si256,
+    _mm256_srlv_epi64,
+    _mm256_cmpeq_epi64_mask,
+    _mm256_cmpneq_epi64_mask,
+    _mm256_mask_mov_epi64
+);
+simd_impl!(
+    Xmm,
+    __m128i,
+    2,
+    _mm_setzero_si128,
+    _mm_set1_epi64x,
+    _mm_load_si128,
+    _mm_store_si128,
+    _mm_madd52lo_epu64,
+    _mm_madd52hi_epu64,
+    _mm_add_epi64,
+    _mm_sub_epi64,
+    _mm_and_si128,
+    _mm_srlv_epi64,
+    _mm_cmpeq_epi64_mask,
+    _mm_cmpneq_epi64_mask,
+    _mm_mask_mov_epi64
+);
 
 /// One lane's work: `base^exp mod m` where base = `lo + hi·R` (each L limbs below R).
 pub struct LaneInput<'a> {
@@ -202,8 +246,17 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64;
     columns(&out, lanes.len())
 }
 
-type KernelArgs<'a, const L: usize> =
-    (&'a [Row; L], &'a [Row; L], &'a [Row; L], &'a Row, &'a [Row; L], &'a [Row; L], &'a [Row], usize, &'a mut [Row; L]);
+type KernelArgs<'a, const L: usize> = (
+    &'a [Row; L],
+    &'a [Row; L],
+    &'a [Row; L],
+    &'a Row,
+    &'a [Row; L],
+    &'a [Row; L],
+    &'a [Row],
+    usize,
+    &'a mut [Row; L],
+);
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
@@ -317,7 +370,10 @@ unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_, L>) {
         }
         let bit = win * WINDOW;
         let word = V::load(exp[bit / 64].0.as_ptr());
-        let digit = V::and(V::shr_var(word, V::splat((bit % 64) as u64)), V::splat((1 << WINDOW) - 1));
+        let digit = V::and(
+            V::shr_var(word, V::splat((bit % 64) as u64)),
+            V::splat((1 << WINDOW) - 1),
+        );
         // Read every entry; keep the one whose index equals the lane's digit.
         let mut sel = [zero; L];
         for (t, entry) in table.iter().enumerate() {

@@ -83,7 +83,11 @@ impl PreparedKey {
             let d = left_pad(&c.private_exponent, modulus_bits.div_ceil(8)).ok_or(EngineError::InvalidKey)?;
             Zeroizing::new(sha2::Sha256::digest(&d[..]).to_vec())
         };
-        let fast = if ifma_usable() { crt::CrtKey::new(c).map(std::sync::Arc::new) } else { None };
+        let fast = if ifma_usable() {
+            crt::CrtKey::new(c).map(std::sync::Arc::new)
+        } else {
+            None
+        };
         Ok(PreparedKey {
             inner,
             fast,
@@ -281,7 +285,8 @@ pub fn kernel_enabled() -> bool {
 /// Engine start-up at `C_Initialize`: apply the portable switch and run the known-answer test
 /// of the kernel this CPU would use; a failing kernel is disabled, never used.
 pub fn configure(force_portable: bool) {
-    let env = std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let env =
+        std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     FORCE_PORTABLE.store(force_portable || env, Ordering::Relaxed);
     if ifma_usable() {
         let ok = selftest::ifma_known_answers();
@@ -295,7 +300,8 @@ pub fn configure(force_portable: bool) {
 /// The scheduler of this process (a fresh one after fork: the parent's may hold locks).
 #[cfg(target_arch = "x86_64")]
 pub fn scheduler() -> std::sync::Arc<(u64, scheduler::Scheduler)> {
-    static SCHED: arc_swap::ArcSwapOption<(u64, scheduler::Scheduler)> = arc_swap::ArcSwapOption::const_empty();
+    static SCHED: arc_swap::ArcSwapOption<(u64, scheduler::Scheduler)> =
+        arc_swap::ArcSwapOption::const_empty();
     let generation = crate::fork::generation();
     if let Some(s) = SCHED.load_full().filter(|s| s.0 == generation) {
         return s;

@@ -46,7 +46,10 @@ impl Scheduler {
     /// Runs the private-key operation of `key` on `input` (k bytes, below n), batched with
     /// whatever else is pending; the flag says whether the result passed the public-key check.
     pub fn run(&self, key: &Arc<CrtKey>, input: &[u8]) -> (Zeroizing<Vec<u8>>, bool) {
-        let q = &self.queues[LIMB_COUNTS.iter().position(|&l| l == key.limbs).expect("compiled limb count")];
+        let q = &self.queues[LIMB_COUNTS
+            .iter()
+            .position(|&l| l == key.limbs)
+            .expect("compiled limb count")];
         let job = Arc::new(Job {
             key: key.clone(),
             input: Zeroizing::new(input.to_vec()),
@@ -77,7 +80,8 @@ impl Scheduler {
             let mut result = job.result.lock();
             if result.is_none() {
                 drop(guard);
-                job.done.wait_for(&mut result, std::time::Duration::from_millis(2));
+                job.done
+                    .wait_for(&mut result, std::time::Duration::from_millis(2));
                 if let Some(r) = result.take() {
                     return r;
                 }
@@ -99,10 +103,14 @@ impl Scheduler {
 
     /// Mean number of signatures per kernel call so far.
     pub fn mean_fill(&self) -> f64 {
-        let (calls, sigs) = self.batches.iter().enumerate().fold((0u64, 0u64), |(c, s), (i, n)| {
-            let n = n.load(Ordering::Relaxed);
-            (c + n, s + n * (i as u64 + 1))
-        });
+        let (calls, sigs) = self
+            .batches
+            .iter()
+            .enumerate()
+            .fold((0u64, 0u64), |(c, s), (i, n)| {
+                let n = n.load(Ordering::Relaxed);
+                (c + n, s + n * (i as u64 + 1))
+            });
         if calls == 0 {
             0.0
         } else {

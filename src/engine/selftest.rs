@@ -33,10 +33,22 @@ pub fn kat_inputs(limbs: usize, k: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>
 /// SHA-256 over the eight lanes' results (each `52·L/8` bytes, big-endian), per limb count,
 /// computed independently (Python's `pow`) when the test was written.
 pub const KAT_DIGESTS: [(usize, &str); 4] = [
-    (10, "1d5598d2cf466cd0c13127f1f06b25665b2e094c4528d3fb2dbafe63ba73e45c"),
-    (20, "927c7e89a3b85f185a706c3acc8a9ca3604bcc484f7070df4e91f52914e2cb8a"),
-    (30, "87e1bbd2ecd42c3d7af068254ebdd93aa060180bb475001c617ad7d19702fc81"),
-    (40, "0890bcdf4b4e5065688490baabdaf867e238d189931c88b49ecc00081364d741"),
+    (
+        10,
+        "1d5598d2cf466cd0c13127f1f06b25665b2e094c4528d3fb2dbafe63ba73e45c",
+    ),
+    (
+        20,
+        "927c7e89a3b85f185a706c3acc8a9ca3604bcc484f7070df4e91f52914e2cb8a",
+    ),
+    (
+        30,
+        "87e1bbd2ecd42c3d7af068254ebdd93aa060180bb475001c617ad7d19702fc81",
+    ),
+    (
+        40,
+        "0890bcdf4b4e5065688490baabdaf867e238d189931c88b49ecc00081364d741",
+    ),
 ];
 
 #[cfg(target_arch = "x86_64")]
@@ -53,12 +65,23 @@ fn run<const L: usize>() -> String {
         let mut hil = vec![0u64; L];
         r52::from_be_bytes(hi, &mut hil);
         let [_, rr, rrr] = super::crt::powers_of_r_pub(&ml);
-        let exp = vec![u64::from_be_bytes(e[8..].try_into().unwrap()), u64::from_be_bytes(e[..8].try_into().unwrap())];
+        let exp = vec![
+            u64::from_be_bytes(e[8..].try_into().unwrap()),
+            u64::from_be_bytes(e[..8].try_into().unwrap()),
+        ];
         limbs.push((ml, lol, hil, rr, rrr, exp));
     }
     let lanes: Vec<LaneInput> = limbs
         .iter()
-        .map(|(m, lo, hi, rr, rrr, exp)| LaneInput { lo, hi, m, k0: r52::mont_k0(m[0]), rr, rrr, exp })
+        .map(|(m, lo, hi, rr, rrr, exp)| LaneInput {
+            lo,
+            hi,
+            m,
+            k0: r52::mont_k0(m[0]),
+            rr,
+            rrr,
+            exp,
+        })
         .collect();
     let out = modexp::<L>(&lanes, 128);
     let mut h = Sha256::new();
@@ -71,7 +94,12 @@ fn run<const L: usize>() -> String {
 /// Digest of the kernel's answers per limb count (also used to print them).
 #[cfg(target_arch = "x86_64")]
 pub fn ifma_digests() -> Vec<(usize, String)> {
-    vec![(10, run::<10>()), (20, run::<20>()), (30, run::<30>()), (40, run::<40>())]
+    vec![
+        (10, run::<10>()),
+        (20, run::<20>()),
+        (30, run::<30>()),
+        (40, run::<40>()),
+    ]
 }
 
 /// Whether the IFMA kernel gives the known answers at every limb count.
@@ -79,7 +107,10 @@ pub fn ifma_known_answers() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let got = ifma_digests();
-        KAT_DIGESTS.iter().zip(got).all(|((l, want), (gl, have))| *l == gl && *want == have)
+        KAT_DIGESTS
+            .iter()
+            .zip(got)
+            .all(|((l, want), (gl, have))| *l == gl && *want == have)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

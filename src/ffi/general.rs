@@ -51,7 +51,7 @@ ck_fn!(
             Error(CKR_GENERAL_ERROR)
         })?;
         crate::logging::init(Some(&config.log));
-    crate::engine::configure(config.engine.force_portable);
+        crate::engine::configure(config.engine.force_portable);
         let store = crate::store::open(&config).map_err(|e| {
             log::error!("C_Initialize: {e}");
             Error(CKR_GENERAL_ERROR)

@@ -1,6 +1,7 @@
 //! ferrohsm-util: manage ferrohsm tokens and measure what a PKCS#11 module can do.
 //! Every command goes through the module's PKCS#11 API, as any application would.
 
+mod bench;
 mod module;
 mod pin;
 mod speed;
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// PKCS#11 module to use (default: libferrohsm.so next to this program, then system paths).
-    #[arg(long, global = true)]
+    #[arg(long)]
     module: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -40,6 +41,8 @@ enum Command {
     SetPin(tokens::SetPin),
     /// Measure RSA signing throughput through the module, openssl-speed style.
     Speed(speed::Speed),
+    /// Benchmark any PKCS#11 modules side by side (sign/s, latency, ratio to the first).
+    Bench(bench::Bench),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::DeleteToken(a) => tokens::delete_token(a),
         Command::SetPin(a) => tokens::set_pin(cli.module.as_deref(), a),
         Command::Speed(a) => speed::run(cli.module.as_deref(), a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

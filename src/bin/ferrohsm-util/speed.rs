@@ -29,7 +29,7 @@ pub struct Speed {
 
 const PIN: &str = "speed-test-pin";
 
-fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
+pub fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
     use cryptoki::mechanism::rsa::{PkcsMgfType, PkcsPssParams};
     use cryptoki::mechanism::MechanismType;
     let message = b"ferrohsm speed test message, 32b".to_vec();
@@ -198,9 +198,28 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
             one
         );
     }
-    println!(
-        "engine: portable constant-time kernel (rsa crate); CPU: {}; cores: {cores}",
-        cpu_model()
-    );
+    println!("kernel: {}; CPU: {}; cores: {cores}", kernel_line(), cpu_model());
     Ok(())
+}
+
+/// The mechanism named on the command line (built per call: mechanisms cannot cross threads).
+pub fn mechanism_of(name: &str) -> Result<Mechanism<'static>> {
+    mechanism(name).map(|(m, _)| m)
+}
+
+/// The data signed with that mechanism.
+pub fn message(name: &str) -> Result<Vec<u8>> {
+    mechanism(name).map(|(_, d)| d)
+}
+
+/// The kernel this machine's ferrohsm uses, as the module will decide it.
+fn kernel_line() -> String {
+    let forced =
+        std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    #[cfg(target_arch = "x86_64")]
+    if ferrohsm::engine::ifma::available() && !forced {
+        return "AVX-512 IFMA multi-buffer (2, 4 or 8 lanes by batch; RSA-1024/2048/3072/4096), verified in-kernel".into();
+    }
+    let _ = forced;
+    "portable constant-time (rsa crate)".into()
 }

@@ -1,0 +1,142 @@
+//! `bench`: sign throughput and latency of any PKCS#11 module through its C API, several
+//! modules in one run, with the ratio of each to the first.
+
+use crate::module::{explain, Result};
+use clap::Args;
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::Attribute;
+use cryptoki::session::UserType;
+use cryptoki::types::AuthPin;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct Bench {
+    /// PKCS#11 module to measure (repeat to compare; ratios are to the first).
+    #[arg(long = "module", required = true)]
+    modules: Vec<PathBuf>,
+    /// Label of the token to use in every module.
+    #[arg(long = "token")]
+    token: String,
+    /// User PIN of that token (else $FERROHSM_PIN).
+    #[arg(long)]
+    pin: Option<String>,
+    /// RSA key size in bits.
+    #[arg(long, default_value_t = 2048)]
+    key_size: u64,
+    /// Client threads, each with its own session.
+    #[arg(long, default_value_t = 16)]
+    threads: usize,
+    /// Seconds to measure each module.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// sha256-rsa-pkcs or rsa-pkcs (over a SHA-256 DigestInfo).
+    #[arg(long, default_value = "sha256-rsa-pkcs")]
+    mechanism: String,
+    /// Print one JSON object per module.
+    #[arg(long)]
+    json: bool,
+}
+
+struct Figures {
+    per_s: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+fn run_one(path: &PathBuf, a: &Bench, pin: &str) -> Result<Figures> {
+    let p = Pkcs11::new(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+    p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
+        .map_err(|e| explain(&format!("{} did not initialise", path.display()), e))?;
+    let slot = crate::module::find_token(&p, None, Some(&a.token), None)?;
+    let pin = AuthPin::new(pin.into());
+    let admin = p.open_rw_session(slot).map_err(|e| explain("open session", e))?;
+    admin
+        .login(UserType::User, Some(&pin))
+        .map_err(|e| explain("login", e))?;
+    // A session key pair: nothing is left on the token after the run.
+    let (_, key) = admin
+        .generate_key_pair(
+            &Mechanism::RsaPkcsKeyPairGen,
+            &[
+                Attribute::Token(false),
+                Attribute::ModulusBits(a.key_size.into()),
+                Attribute::Verify(true),
+            ],
+            &[
+                Attribute::Token(false),
+                Attribute::Private(true),
+                Attribute::Sign(true),
+            ],
+        )
+        .map_err(|e| explain("key generation", e))?;
+    let message = crate::speed::message(&a.mechanism)?;
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let latencies: Vec<Vec<Duration>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..a.threads)
+            .map(|_| {
+                sc.spawn(|| -> Result<Vec<Duration>> {
+                    let s = p.open_ro_session(slot).map_err(|e| explain("open session", e))?;
+                    let mut lat = vec![];
+                    while !stop.load(Ordering::Relaxed) {
+                        let mech = crate::speed::mechanism_of(&a.mechanism)?;
+                        let t = Instant::now();
+                        s.sign(&mech, key, &message).map_err(|e| explain("sign", e))?;
+                        lat.push(t.elapsed());
+                    }
+                    Ok(lat)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(a.seconds));
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut all: Vec<Duration> = latencies.into_iter().flatten().collect();
+    all.sort();
+    if all.is_empty() {
+        return Err("no signature completed; raise --seconds".into());
+    }
+    let pick = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
+    Ok(Figures {
+        per_s: all.len() as f64 / elapsed,
+        p50: pick(0.5),
+        p99: pick(0.99),
+        max: *all.last().unwrap(),
+    })
+}
+
+pub fn run(a: Bench) -> Result<()> {
+    let pin = a
+        .pin
+        .clone()
+        .or_else(|| std::env::var("FERROHSM_PIN").ok())
+        .ok_or("give --pin or FERROHSM_PIN")?;
+    let mut first = None;
+    for path in &a.modules {
+        eprintln!("measuring {} ...", path.display());
+        let f = run_one(path, &a, &pin)?;
+        let base = *first.get_or_insert(f.per_s);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        if a.json {
+            println!(
+                "{{\"module\":{:?},\"key_size\":{},\"threads\":{},\"sign_per_s\":{:.1},\"per_thread\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"ratio\":{:.2}}}",
+                path.display().to_string(), a.key_size, a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
+            );
+        } else {
+            println!(
+                "{:<48} RSA-{} {:>2} threads {:>9.1} sign/s ({:>7.1}/thread)  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>8.3} ms  ratio {:>5.2}",
+                path.display().to_string(), a.key_size, a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
+            );
+        }
+    }
+    Ok(())
+}

@@ -288,13 +288,7 @@ pub fn configure(force_portable: bool) {
     let env =
         std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     FORCE_PORTABLE.store(force_portable || env, Ordering::Relaxed);
-    if ifma_usable() {
-        let ok = selftest::ifma_known_answers();
-        KERNEL_PASSED.store(ok, Ordering::Relaxed);
-        if !ok {
-            log::error!("the AVX-512 IFMA kernel failed its known-answer test: disabled, the portable path serves every key");
-        }
-    }
+    self_test();
 }
 
 /// The scheduler of this process (a fresh one after fork: the parent's may hold locks).
@@ -306,11 +300,105 @@ pub fn scheduler() -> std::sync::Arc<(u64, scheduler::Scheduler)> {
     if let Some(s) = SCHED.load_full().filter(|s| s.0 == generation) {
         return s;
     }
+    // Threads racing here must agree on one scheduler: only the first swap wins.
+    static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    let _g = INIT.try_lock_for(std::time::Duration::from_millis(100));
+    if let Some(s) = SCHED.load_full().filter(|s| s.0 == generation) {
+        return s;
+    }
     let fresh = std::sync::Arc::new((generation, scheduler::Scheduler::new()));
     if let Some(old) = SCHED.swap(Some(fresh.clone())) {
-        if old.0 != generation {
-            std::mem::forget(old);
-        }
+        // A scheduler from before a fork belongs to the parent: abandon it, never drop it.
+        std::mem::forget(old);
     }
     fresh
+}
+
+/// Engine statistics for the vendor interface and `ferrohsm-util`.
+pub struct EngineStatsSnapshot {
+    pub ifma: bool,
+    pub self_test_passed: bool,
+    pub operations: u64,
+    pub fault_checks_failed: u64,
+    pub batches: [u64; 4],
+    pub mean_batch_fill: f64,
+}
+
+pub fn stats() -> EngineStatsSnapshot {
+    #[cfg(target_arch = "x86_64")]
+    let (batches, fill) = {
+        let s = scheduler();
+        let b: [u64; 4] = core::array::from_fn(|i| s.1.batches[i].load(Ordering::Relaxed));
+        (b, s.1.mean_fill())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (batches, fill) = ([0u64; 4], 0.0);
+    EngineStatsSnapshot {
+        ifma: kernel_enabled(),
+        self_test_passed: KERNEL_PASSED.load(Ordering::Relaxed),
+        operations: STATS.operations.load(Ordering::Relaxed),
+        fault_checks_failed: STATS.fault_checks_failed.load(Ordering::Relaxed),
+        batches,
+        mean_batch_fill: fill,
+    }
+}
+
+/// Runs the known-answer tests now; a failing kernel is disabled. Returns whether all passed.
+pub fn self_test() -> bool {
+    if !ifma_usable() {
+        return true;
+    }
+    let ok = selftest::ifma_known_answers();
+    KERNEL_PASSED.store(ok, Ordering::Relaxed);
+    if !ok {
+        log::error!("the AVX-512 IFMA kernel failed its known-answer test: disabled");
+    }
+    ok
+}
+
+/// Private-key operations per second of this engine with a temporary key of `bits` bits on
+/// `threads` threads for `milliseconds` (the vendor speed probe).
+pub fn speed(bits: usize, threads: usize, milliseconds: u64) -> Result<f64, EngineError> {
+    let c = generate(bits, &[1, 0, 1])?;
+    let key = PreparedKey::new(&c)?;
+    let k = key.modulus_len();
+    let mut input = vec![0x5au8; k];
+    input[0] = 0x1f;
+    let stop = AtomicBool::new(false);
+    let count = AtomicU64::new(0);
+    let start = std::time::Instant::now();
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    if key.private_op(&input).is_ok() {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(milliseconds));
+        stop.store(true, Ordering::Relaxed);
+    });
+    Ok(count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod stats_tests {
+    #[test]
+    fn every_operation_is_one_batch_slot() {
+        if !super::ifma::available() {
+            return;
+        }
+        for _ in 0..5 {
+            let before = super::stats();
+            super::speed(1024, 2, 100).unwrap();
+            let after = super::stats();
+            let ops = after.operations - before.operations;
+            let sigs: u64 = (0..4)
+                .map(|i| (after.batches[i] - before.batches[i]) * (i as u64 + 1))
+                .sum();
+            assert_eq!(ops, sigs, "faults {}", after.fault_checks_failed);
+        }
+    }
 }

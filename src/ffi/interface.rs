@@ -7,7 +7,8 @@ use cryptoki_sys::*;
 use std::ffi::c_void;
 
 static NAME: &[u8] = b"PKCS 11\0";
-const COUNT: usize = 3;
+static VENDOR_NAME: &[u8] = b"Vendor ferrohsm\0";
+const COUNT: usize = 4;
 
 static mut INTERFACES: [CK_INTERFACE; COUNT] = [
     CK_INTERFACE {
@@ -23,6 +24,11 @@ static mut INTERFACES: [CK_INTERFACE; COUNT] = [
     CK_INTERFACE {
         pInterfaceName: NAME.as_ptr() as *mut CK_UTF8CHAR,
         pFunctionList: &raw mut FUNCTION_LIST_2_40 as *mut c_void,
+        flags: 0,
+    },
+    CK_INTERFACE {
+        pInterfaceName: VENDOR_NAME.as_ptr() as *mut CK_UTF8CHAR,
+        pFunctionList: &raw mut super::vendor::VENDOR_FUNCTION_LIST as *mut c_void,
         flags: 0,
     },
 ];
@@ -57,19 +63,22 @@ ck_fn!(
         flags: CK_FLAGS,
     ) {
         let interface = out(interface)?;
-        if !name.is_null() {
-            let given = std::ffi::CStr::from_ptr(name as *const std::ffi::c_char);
-            if given.to_bytes_with_nul() != NAME {
-                return fail(CKR_ARGUMENTS_BAD);
-            }
-        }
+        // NULL names the default, "PKCS 11"; the vendor interface must be asked for by name.
+        let wanted_name: &[u8] = if name.is_null() {
+            NAME
+        } else {
+            std::ffi::CStr::from_ptr(name as *const std::ffi::c_char).to_bytes_with_nul()
+        };
         let wanted = version.as_ref();
         let index = (0..COUNT)
             .find(|&i| {
-                wanted.is_none_or(|v| {
-                    let have = version_of(i);
-                    have.major == v.major && have.minor == v.minor
-                })
+                let entry_name =
+                    std::ffi::CStr::from_ptr(INTERFACES[i].pInterfaceName as *const std::ffi::c_char);
+                entry_name.to_bytes_with_nul() == wanted_name
+                    && wanted.is_none_or(|v| {
+                        let have = version_of(i);
+                        have.major == v.major && have.minor == v.minor
+                    })
             })
             .ok_or(Error(CKR_ARGUMENTS_BAD))?;
         let base = &raw mut INTERFACES as *mut CK_INTERFACE;

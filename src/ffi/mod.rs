@@ -12,6 +12,7 @@ mod object;
 mod session;
 mod slot;
 mod unsupported;
+pub mod vendor;
 
 pub use crypto::*;
 pub use general::*;
@@ -20,6 +21,7 @@ pub use object::*;
 pub use session::*;
 pub use slot::*;
 pub use unsupported::*;
+pub use vendor::*;
 
 use crate::error::{Error, Result};
 use crate::token::Library;

@@ -1,0 +1,68 @@
+/*
+ * ferrohsm vendor extensions to PKCS#11: the kernels' self-test, an engine speed probe and
+ * engine statistics. Reach them by symbol (dlsym) or through the interface named
+ * FERROHSM_INTERFACE_NAME in C_GetInterfaceList / C_GetInterface, whose pFunctionList points
+ * to a FERROHSM_FUNCTION_LIST.
+ *
+ * Types: ferrohsm_ulong is CK_ULONG and ferrohsm_rv is CK_RV on every Unix ABI (unsigned
+ * long), so values pass unchanged between this header and <pkcs11.h>.
+ */
+#ifndef FERROHSM_H
+#define FERROHSM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef unsigned long ferrohsm_ulong;
+typedef unsigned long ferrohsm_rv;
+
+#define FERROHSM_INTERFACE_NAME "Vendor ferrohsm"
+#define FERROHSM_VERSION_MAJOR 1
+#define FERROHSM_VERSION_MINOR 0
+
+/* Which kernel serves private-key operations. */
+#define FERROHSM_KERNEL_PORTABLE 0UL
+#define FERROHSM_KERNEL_AVX512_IFMA 1UL
+
+typedef struct FERROHSM_ENGINE_STATS {
+    ferrohsm_ulong kernel;              /* FERROHSM_KERNEL_* in use for new operations */
+    ferrohsm_ulong self_test_passed;    /* 1 when the kernel passed its known-answer test */
+    ferrohsm_ulong operations;          /* private-key operations since the module was loaded */
+    ferrohsm_ulong fault_checks_failed; /* results withheld because their check failed */
+    ferrohsm_ulong batches[4];          /* kernel calls carrying 1, 2, 3 and 4 signatures */
+    double mean_batch_fill;             /* signatures per kernel call */
+} FERROHSM_ENGINE_STATS;
+
+/*
+ * Runs the known-answer tests of the kernels now. slot_id must name a slot of the module.
+ * *passed receives 1 when every kernel the CPU would use gave the known answers; a failing
+ * kernel is disabled. Returns CKR_OK, CKR_SLOT_ID_INVALID, CKR_ARGUMENTS_BAD or
+ * CKR_CRYPTOKI_NOT_INITIALIZED.
+ */
+ferrohsm_rv FERROHSM_SelfTest(ferrohsm_ulong slot_id, ferrohsm_ulong *passed);
+
+/*
+ * Measures the engine (not the PKCS#11 layer): RSA private-key operations per second with a
+ * temporary key of `bits` bits (1024, 2048, 3072 or 4096), `threads` threads, for
+ * `milliseconds`. *sign_per_s receives the rate. Returns CKR_OK, CKR_ARGUMENTS_BAD,
+ * CKR_KEY_SIZE_RANGE or CKR_CRYPTOKI_NOT_INITIALIZED.
+ */
+ferrohsm_rv FERROHSM_Speed(ferrohsm_ulong bits, ferrohsm_ulong threads, ferrohsm_ulong milliseconds,
+                           double *sign_per_s);
+
+/* Fills *stats. Returns CKR_OK or CKR_ARGUMENTS_BAD. */
+ferrohsm_rv FERROHSM_GetEngineStats(FERROHSM_ENGINE_STATS *stats);
+
+typedef struct FERROHSM_FUNCTION_LIST {
+    struct { unsigned char major, minor; } version;
+    ferrohsm_rv (*FERROHSM_SelfTest)(ferrohsm_ulong, ferrohsm_ulong *);
+    ferrohsm_rv (*FERROHSM_Speed)(ferrohsm_ulong, ferrohsm_ulong, ferrohsm_ulong, double *);
+    ferrohsm_rv (*FERROHSM_GetEngineStats)(FERROHSM_ENGINE_STATS *);
+} FERROHSM_FUNCTION_LIST;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERROHSM_H */

@@ -1,0 +1,78 @@
+//! Vendor extensions (`include/ferrohsm.h`): self-test, engine speed probe, engine statistics.
+
+use super::convert::out;
+use super::lib;
+use crate::engine;
+use crate::error::{fail, Error};
+use cryptoki_sys::*;
+use std::sync::atomic::Ordering;
+
+/// Mirrors `FERROHSM_ENGINE_STATS`.
+#[repr(C)]
+pub struct EngineStats {
+    pub kernel: CK_ULONG,
+    pub self_test_passed: CK_ULONG,
+    pub operations: CK_ULONG,
+    pub fault_checks_failed: CK_ULONG,
+    pub batches: [CK_ULONG; 4],
+    pub mean_batch_fill: f64,
+}
+
+/// Mirrors `FERROHSM_FUNCTION_LIST`.
+#[repr(C)]
+pub struct VendorFunctionList {
+    pub version: CK_VERSION,
+    pub self_test: unsafe extern "C" fn(CK_ULONG, *mut CK_ULONG) -> CK_RV,
+    pub speed: unsafe extern "C" fn(CK_ULONG, CK_ULONG, CK_ULONG, *mut f64) -> CK_RV,
+    pub get_engine_stats: unsafe extern "C" fn(*mut EngineStats) -> CK_RV,
+}
+
+pub static mut VENDOR_FUNCTION_LIST: VendorFunctionList = VendorFunctionList {
+    version: CK_VERSION { major: 1, minor: 0 },
+    self_test: FERROHSM_SelfTest,
+    speed: FERROHSM_Speed,
+    get_engine_stats: FERROHSM_GetEngineStats,
+};
+
+ck_fn!(
+    fn FERROHSM_SelfTest(slot: CK_ULONG, passed: *mut CK_ULONG) {
+        let l = lib()?;
+        let passed = out(passed)?;
+        l.0.token(slot)?;
+        *passed = engine::self_test() as CK_ULONG;
+        Ok(())
+    }
+);
+
+ck_fn!(
+    fn FERROHSM_Speed(bits: CK_ULONG, threads: CK_ULONG, milliseconds: CK_ULONG, sign_per_s: *mut f64) {
+        lib()?;
+        let rate = out(sign_per_s)?;
+        if threads == 0 || threads > 1024 || milliseconds == 0 || milliseconds > 600_000 {
+            return fail(CKR_ARGUMENTS_BAD);
+        }
+        if ![1024, 2048, 3072, 4096].contains(&bits) {
+            return fail(CKR_KEY_SIZE_RANGE);
+        }
+        *rate = engine::speed(bits as usize, threads as usize, milliseconds)
+            .map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        Ok(())
+    }
+);
+
+ck_fn!(
+    fn FERROHSM_GetEngineStats(stats: *mut EngineStats) {
+        let stats = out(stats)?;
+        let s = engine::stats();
+        stats.kernel = s.ifma as CK_ULONG;
+        stats.self_test_passed = s.self_test_passed as CK_ULONG;
+        stats.operations = s.operations as CK_ULONG;
+        stats.fault_checks_failed = s.fault_checks_failed as CK_ULONG;
+        for (d, v) in stats.batches.iter_mut().zip(s.batches) {
+            *d = v as CK_ULONG;
+        }
+        stats.mean_batch_fill = s.mean_batch_fill;
+        let _ = Ordering::Relaxed;
+        Ok(())
+    }
+);

@@ -1,0 +1,51 @@
+/* Uses ferrohsm's vendor API as a C application would: by symbol and through the vendor
+ * interface. Prints "key value" lines for the Rust test to check. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include "ferrohsm.h"
+
+typedef struct { unsigned char major, minor; } version_t;
+typedef struct { unsigned char *name; void *functions; ferrohsm_ulong flags; } interface_t;
+typedef ferrohsm_rv (*initialize_fn)(void *);
+typedef ferrohsm_rv (*get_interface_fn)(unsigned char *, version_t *, interface_t **, ferrohsm_ulong);
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    void *m = dlopen(argv[1], RTLD_NOW);
+    if (!m) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+    initialize_fn init = (initialize_fn)dlsym(m, "C_Initialize");
+    get_interface_fn get = (get_interface_fn)dlsym(m, "C_GetInterface");
+    if (!init || !get || init(NULL) != 0) return 1;
+
+    interface_t *iface = NULL;
+    if (get((unsigned char *)FERROHSM_INTERFACE_NAME, NULL, &iface, 0) != 0 || !iface) return 1;
+    printf("interface %s\n", (char *)iface->name);
+    FERROHSM_FUNCTION_LIST *v = (FERROHSM_FUNCTION_LIST *)iface->functions;
+    printf("version %d.%d\n", v->version.major, v->version.minor);
+
+    ferrohsm_ulong passed = 0;
+    printf("selftest_rv %lu\n", v->FERROHSM_SelfTest(0, &passed));
+    printf("selftest_passed %lu\n", passed);
+    printf("selftest_bad_slot_rv %lu\n", v->FERROHSM_SelfTest(999, &passed));
+
+    double rate = 0;
+    printf("speed_rv %lu\n", v->FERROHSM_Speed(1024, 2, 300, &rate));
+    printf("speed_sign_per_s %.1f\n", rate);
+    printf("speed_bad_size_rv %lu\n", v->FERROHSM_Speed(1000, 2, 300, &rate));
+
+    /* The same functions by symbol. */
+    ferrohsm_rv (*stats_fn)(FERROHSM_ENGINE_STATS *) =
+        (ferrohsm_rv (*)(FERROHSM_ENGINE_STATS *))dlsym(m, "FERROHSM_GetEngineStats");
+    if (!stats_fn || stats_fn != v->FERROHSM_GetEngineStats) return 1;
+    FERROHSM_ENGINE_STATS s;
+    memset(&s, 0, sizeof s);
+    printf("stats_rv %lu\n", stats_fn(&s));
+    printf("kernel %lu\n", s.kernel);
+    printf("operations %lu\n", s.operations);
+    printf("fault_checks_failed %lu\n", s.fault_checks_failed);
+    printf("batches %lu %lu %lu %lu\n", s.batches[0], s.batches[1], s.batches[2], s.batches[3]);
+    printf("mean_batch_fill %.2f\n", s.mean_batch_fill);
+    printf("null_rv %lu\n", stats_fn(NULL));
+    return 0;
+}

@@ -1,0 +1,70 @@
+//! The vendor header compiled into a C program (`cc ... -ldl`) that uses the module's vendor
+//! functions by symbol and through the "Vendor ferrohsm" interface.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn c_program_uses_the_vendor_api() {
+    let env = TestEnv::new();
+    // A token so slot 0 is valid for the self-test.
+    let p = load();
+    new_token(&p, "vendor");
+    p.finalize().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = env.dir.path().join("vendor");
+    let cc = Command::new("cc")
+        .args(["-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(root.join("tests/c/vendor.c"))
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-ldl")
+        .output()
+        .expect("a C compiler (cc) must be installed");
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let run = Command::new(&exe)
+        .arg(module_path())
+        .env("FERROHSM_CONF", env.conf())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let v: HashMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
+    assert_eq!(v["interface"], "Vendor ferrohsm");
+    assert_eq!(v["version"], "1.0");
+    assert_eq!(v["selftest_rv"], "0");
+    assert_eq!(v["selftest_passed"], "1");
+    assert_eq!(
+        v["selftest_bad_slot_rv"],
+        cryptoki_sys::CKR_SLOT_ID_INVALID.to_string()
+    );
+    assert_eq!(v["speed_rv"], "0");
+    let rate: f64 = v["speed_sign_per_s"].parse().unwrap();
+    assert!(rate > 0.0, "{out}");
+    assert_eq!(
+        v["speed_bad_size_rv"],
+        cryptoki_sys::CKR_KEY_SIZE_RANGE.to_string()
+    );
+    assert_eq!(v["stats_rv"], "0");
+    let ops: u64 = v["operations"].parse().unwrap();
+    assert!(ops > 0, "{out}");
+    let batches: Vec<u64> = v["batches"].split(' ').map(|x| x.parse().unwrap()).collect();
+    let kernel: u64 = v["kernel"].parse().unwrap();
+    if kernel == 1 {
+        // Speed threads on the IFMA kernel: the operations went through kernel batches.
+        let sigs: u64 = batches.iter().enumerate().map(|(i, n)| n * (i as u64 + 1)).sum();
+        assert!(sigs > 0 && sigs <= ops, "{out}");
+        let fill: f64 = v["mean_batch_fill"].parse().unwrap();
+        assert!((1.0..=4.0).contains(&fill), "{out}");
+    }
+    assert_eq!(v["null_rv"], cryptoki_sys::CKR_ARGUMENTS_BAD.to_string());
+}

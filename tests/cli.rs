@@ -428,8 +428,50 @@ fn speed_prints_a_table() {
         out.contains("sign/s per core") && out.contains("single thread"),
         "{out}"
     );
+    assert!(out.contains("kernel ") && out.contains("CPU: "), "{out}");
     // The user's store was not touched.
     assert!(!env.store_dir().exists());
+    // Side by side with openssl speed: a ratio column.
+    let out = ok(
+        &env,
+        &[
+            "speed",
+            "--sizes",
+            "1024",
+            "--seconds",
+            "0.2",
+            "--threads",
+            "2",
+            "--compare-openssl",
+        ],
+    );
+    let row = out.lines().find(|l| l.starts_with("rsa  1024 bits")).unwrap();
+    let ratio: f64 = row
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .trim_end_matches('x')
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0, "{row}");
+    // Machine-readable.
+    let json = ok(
+        &env,
+        &[
+            "speed",
+            "--sizes",
+            "1024",
+            "--seconds",
+            "0.2",
+            "--threads",
+            "2",
+            "--json",
+        ],
+    );
+    assert!(
+        json.starts_with("{\"cpu\":") && json.contains("\"bits\":1024") && json.contains("\"sign_per_s\":"),
+        "{json}"
+    );
 }
 
 #[test]

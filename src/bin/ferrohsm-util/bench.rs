@@ -38,6 +38,16 @@ pub struct Bench {
     /// Print one JSON object per module.
     #[arg(long)]
     json: bool,
+    /// One key per thread instead of one key shared by all threads.
+    #[arg(long = "key-per-thread")]
+    key_per_thread: bool,
+    /// Keys as token objects (destroyed after the run) instead of session objects.
+    #[arg(long = "token-keys")]
+    token_keys: bool,
+    /// Measure the modules in this many alternating rounds, so drifts of a shared machine hit
+    /// every module alike.
+    #[arg(long, default_value_t = 4)]
+    rounds: usize,
 }
 
 struct Figures {
@@ -47,7 +57,19 @@ struct Figures {
     max: Duration,
 }
 
-fn run_one(path: &PathBuf, a: &Bench, pin: &str) -> Result<Figures> {
+/// A module loaded and logged in, with the keys the run signs with.
+struct Loaded {
+    p: Pkcs11,
+    slot: cryptoki::slot::Slot,
+    admin: cryptoki::session::Session,
+    keys: Vec<cryptoki::object::ObjectHandle>,
+    owned: Vec<cryptoki::object::ObjectHandle>,
+    signatures: usize,
+    elapsed: f64,
+    latencies: Vec<Duration>,
+}
+
+fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
     let p = Pkcs11::new(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
     p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
         .map_err(|e| explain(&format!("{} did not initialise", path.display()), e))?;
@@ -57,57 +79,88 @@ fn run_one(path: &PathBuf, a: &Bench, pin: &str) -> Result<Figures> {
     admin
         .login(UserType::User, Some(&pin))
         .map_err(|e| explain("login", e))?;
-    // A session key pair: nothing is left on the token after the run.
-    let (_, key) = admin
-        .generate_key_pair(
-            &Mechanism::RsaPkcsKeyPairGen,
-            &[
-                Attribute::Token(false),
-                Attribute::ModulusBits(a.key_size.into()),
-                Attribute::Verify(true),
-            ],
-            &[
-                Attribute::Token(false),
-                Attribute::Private(true),
-                Attribute::Sign(true),
-            ],
-        )
-        .map_err(|e| explain("key generation", e))?;
+    let count = if a.key_per_thread { a.threads } else { 1 };
+    let mut keys = vec![];
+    let mut owned = vec![];
+    for _ in 0..count {
+        let (public, private) = admin
+            .generate_key_pair(
+                &Mechanism::RsaPkcsKeyPairGen,
+                &[
+                    Attribute::Token(a.token_keys),
+                    Attribute::ModulusBits(a.key_size.into()),
+                    Attribute::Verify(true),
+                ],
+                &[
+                    Attribute::Token(a.token_keys),
+                    Attribute::Private(true),
+                    Attribute::Sign(true),
+                ],
+            )
+            .map_err(|e| explain("key generation", e))?;
+        keys.push(private);
+        owned.extend([public, private]);
+    }
+    Ok(Loaded {
+        p,
+        slot,
+        admin,
+        keys,
+        owned,
+        signatures: 0,
+        elapsed: 0.0,
+        latencies: vec![],
+    })
+}
+
+/// One measuring round on a loaded module.
+fn round(m: &mut Loaded, a: &Bench, seconds: f64) -> Result<()> {
     let message = crate::speed::message(&a.mechanism)?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let (p, slot, keys) = (&m.p, m.slot, &m.keys);
     let latencies: Vec<Vec<Duration>> = std::thread::scope(|sc| {
         let handles: Vec<_> = (0..a.threads)
-            .map(|_| {
-                sc.spawn(|| -> Result<Vec<Duration>> {
+            .map(|t| {
+                let (stop, message) = (&stop, &message);
+                sc.spawn(move || -> Result<Vec<Duration>> {
                     let s = p.open_ro_session(slot).map_err(|e| explain("open session", e))?;
+                    let key = keys[t % keys.len()];
                     let mut lat = vec![];
                     while !stop.load(Ordering::Relaxed) {
                         let mech = crate::speed::mechanism_of(&a.mechanism)?;
                         let t = Instant::now();
-                        s.sign(&mech, key, &message).map_err(|e| explain("sign", e))?;
+                        s.sign(&mech, key, message).map_err(|e| explain("sign", e))?;
                         lat.push(t.elapsed());
                     }
                     Ok(lat)
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_secs_f64(a.seconds));
+        std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
         handles
             .into_iter()
             .map(|h| h.join().expect("bench thread"))
             .collect::<Result<Vec<_>>>()
     })?;
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut all: Vec<Duration> = latencies.into_iter().flatten().collect();
-    all.sort();
-    if all.is_empty() {
+    m.elapsed += start.elapsed().as_secs_f64();
+    for l in latencies {
+        m.signatures += l.len();
+        m.latencies.extend(l);
+    }
+    Ok(())
+}
+
+fn figures(m: &mut Loaded) -> Result<Figures> {
+    if m.latencies.is_empty() {
         return Err("no signature completed; raise --seconds".into());
     }
+    m.latencies.sort();
+    let all = &m.latencies;
     let pick = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
     Ok(Figures {
-        per_s: all.len() as f64 / elapsed,
+        per_s: m.signatures as f64 / m.elapsed,
         p50: pick(0.5),
         p99: pick(0.99),
         max: *all.last().unwrap(),
@@ -120,10 +173,22 @@ pub fn run(a: Bench) -> Result<()> {
         .clone()
         .or_else(|| std::env::var("FERROHSM_PIN").ok())
         .ok_or("give --pin or FERROHSM_PIN")?;
+    let mut loaded = a
+        .modules
+        .iter()
+        .map(|path| load(path, &a, &pin))
+        .collect::<Result<Vec<_>>>()?;
+    let rounds = a.rounds.max(1);
+    for r in 0..rounds {
+        for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
+            eprint!("round {}/{rounds}: {} ...          \r", r + 1, path.display());
+            round(m, &a, a.seconds / rounds as f64)?;
+        }
+    }
+    eprint!("                                                                          \r");
     let mut first = None;
-    for path in &a.modules {
-        eprintln!("measuring {} ...", path.display());
-        let f = run_one(path, &a, &pin)?;
+    for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
+        let f = figures(m)?;
         let base = *first.get_or_insert(f.per_s);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         if a.json {
@@ -136,6 +201,12 @@ pub fn run(a: Bench) -> Result<()> {
                 "{:<48} RSA-{} {:>2} threads {:>9.1} sign/s ({:>7.1}/thread)  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>8.3} ms  ratio {:>5.2}",
                 path.display().to_string(), a.key_size, a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
             );
+        }
+    }
+    // Token keys made for the run are removed.
+    for m in &loaded {
+        for h in &m.owned {
+            let _ = m.admin.destroy_object(*h);
         }
     }
     Ok(())

@@ -19,12 +19,68 @@ pub struct Speed {
     /// Seconds to measure each figure.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
-    /// Client threads, each with its own session (default: two per core).
+    /// Client threads, each with its own session (default: eight per core, so batches fill).
     #[arg(long)]
     threads: Option<usize>,
     /// Signature mechanism: sha256-rsa-pkcs, rsa-pkcs (over a SHA-256 DigestInfo) or sha256-rsa-pkcs-pss.
     #[arg(long, default_value = "sha256-rsa-pkcs")]
     mechanism: String,
+    /// Also run `openssl speed` on the same sizes (all cores) and print the ratio.
+    #[arg(long = "compare-openssl")]
+    compare_openssl: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One measured size.
+struct Row {
+    bits: u64,
+    sign: f64,
+    verify: f64,
+    single: f64,
+    openssl: Option<f64>,
+}
+
+/// `openssl speed` sign/s for RSA-`bits` on `cores` processes, if openssl is installed.
+fn openssl_speed(bits: u64, seconds: f64, cores: usize) -> Option<f64> {
+    let out = std::process::Command::new("openssl")
+        .args([
+            "speed",
+            "-seconds",
+            &(seconds.ceil() as u64).max(1).to_string(),
+            "-multi",
+            &cores.to_string(),
+        ])
+        .arg(format!("rsa{bits}"))
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| {
+        l.starts_with(&format!("rsa {bits} bits")) || l.starts_with(&format!("rsa  {bits} bits"))
+    })?;
+    line.split_whitespace().nth(5)?.parse().ok()
+}
+
+/// The engine statistics of the loaded module, through its vendor API.
+fn mean_batch_fill(module: &Path) -> Option<f64> {
+    #[repr(C)]
+    struct Stats {
+        kernel: std::ffi::c_ulong,
+        self_test_passed: std::ffi::c_ulong,
+        operations: std::ffi::c_ulong,
+        fault_checks_failed: std::ffi::c_ulong,
+        batches: [std::ffi::c_ulong; 4],
+        mean_batch_fill: f64,
+    }
+    // SAFETY: the module is already loaded (same handle); the signature is the header's.
+    unsafe {
+        let lib = libloading::Library::new(module).ok()?;
+        let f: libloading::Symbol<unsafe extern "C" fn(*mut Stats) -> std::ffi::c_ulong> =
+            lib.get(b"FERROHSM_GetEngineStats").ok()?;
+        let mut s: Stats = std::mem::zeroed();
+        (f(&mut s) == 0 && s.kernel == 1).then_some(s.mean_batch_fill)
+    }
 }
 
 const PIN: &str = "speed-test-pin";
@@ -134,7 +190,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         .map_err(|e| explain("login", e))?;
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = a.threads.unwrap_or(2 * cores).max(1);
+    let threads = a.threads.unwrap_or(8 * cores).max(1);
     let (mech, message) = mechanism(&a.mechanism)?;
     eprintln!(
         "CPU: {} ({cores} cores); {threads} client threads; mechanism {}",
@@ -143,7 +199,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     );
     let mut rows = vec![];
     for &bits in &a.sizes {
-        eprint!("measuring RSA-{bits}...\r");
+        eprint!("measuring RSA-{bits} ...                 \r");
         let public = [
             Attribute::Token(true),
             Attribute::ModulusBits(bits.into()),
@@ -176,30 +232,92 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         let sign_all = measure(&p, slot, threads, a.seconds, &sign)?;
         let verify_all = measure(&p, slot, threads, a.seconds, &verify)?;
         let sign_one = measure(&p, slot, 1, a.seconds / 2.0, &sign)?;
-        rows.push((bits, sign_all, verify_all, sign_one));
+        let openssl = if a.compare_openssl {
+            eprint!("measuring openssl speed rsa{bits} ...   \r");
+            openssl_speed(bits, a.seconds, cores)
+        } else {
+            None
+        };
+        rows.push(Row {
+            bits,
+            sign: sign_all,
+            verify: verify_all,
+            single: sign_one,
+            openssl,
+        });
     }
-    eprint!("                          \r");
+    eprint!("                                        \r");
+    let fill = mean_batch_fill(&module::module_path(m)?);
+    if a.json {
+        print_json(&rows, &a, cores, threads, fill);
+        return Ok(());
+    }
+    let ratio_head = if a.compare_openssl {
+        format!(" {:>10} {:>8}", "openssl/s", "ratio")
+    } else {
+        String::new()
+    };
     println!(
-        "{:>18} {:>10} {:>10} {:>10} {:>10}",
+        "{:>18} {:>10} {:>10} {:>10} {:>10}{ratio_head}",
         "", "sign", "verify", "sign/s", "verify/s"
     );
-    for (bits, s, v, _) in &rows {
+    for r in &rows {
+        let ratio = match r.openssl {
+            Some(o) => format!(" {o:>10.1} {:>7.2}x", r.sign / o),
+            None if a.compare_openssl => format!(" {:>10} {:>8}", "n/a", "n/a"),
+            None => String::new(),
+        };
         println!(
-            "rsa {bits:>5} bits     {:>9.6}s {:>9.6}s {s:>10.1} {v:>10.1}",
-            1.0 / s,
-            1.0 / v
+            "rsa {:>5} bits     {:>9.6}s {:>9.6}s {:>10.1} {:>10.1}{ratio}",
+            r.bits,
+            1.0 / r.sign,
+            1.0 / r.verify,
+            r.sign,
+            r.verify
         );
     }
     println!();
-    for (bits, s, _, one) in &rows {
+    for r in &rows {
         println!(
-            "rsa {bits:>5} bits     sign/s per core {:>10.1}   single thread {:>10.1}",
-            s / cores as f64,
-            one
+            "rsa {:>5} bits     sign/s per core {:>10.1}   single thread {:>10.1}   kernel {}",
+            r.bits,
+            r.sign / cores as f64,
+            r.single,
+            kernel_for(r.bits)
         );
     }
-    println!("kernel: {}; CPU: {}; cores: {cores}", kernel_line(), cpu_model());
+    if let Some(f) = fill {
+        println!("mean batch fill: {f:.2} signatures per kernel call");
+    }
+    println!("CPU: {}; cores: {cores}; client threads: {threads}", cpu_model());
     Ok(())
+}
+
+fn print_json(rows: &[Row], a: &Speed, cores: usize, threads: usize, fill: Option<f64>) {
+    let num = |x: Option<f64>, digits: usize| x.map_or("null".to_string(), |v| format!("{v:.digits$}"));
+    let items: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"bits\":{},\"sign_per_s\":{:.1},\"verify_per_s\":{:.1},\"sign_per_s_per_core\":{:.1},\"single_thread_sign_per_s\":{:.1},\"kernel\":{:?},\"openssl_sign_per_s\":{},\"ratio_to_openssl\":{}}}",
+                r.bits,
+                r.sign,
+                r.verify,
+                r.sign / cores as f64,
+                r.single,
+                kernel_for(r.bits),
+                num(r.openssl, 1),
+                num(r.openssl.map(|o| r.sign / o), 2)
+            )
+        })
+        .collect();
+    println!(
+        "{{\"cpu\":{:?},\"cores\":{cores},\"threads\":{threads},\"mechanism\":{:?},\"mean_batch_fill\":{},\"sizes\":[{}]}}",
+        cpu_model(),
+        a.mechanism,
+        num(fill, 2),
+        items.join(",")
+    );
 }
 
 /// The mechanism named on the command line (built per call: mechanisms cannot cross threads).
@@ -212,14 +330,15 @@ pub fn message(name: &str) -> Result<Vec<u8>> {
     mechanism(name).map(|(_, d)| d)
 }
 
-/// The kernel this machine's ferrohsm uses, as the module will decide it.
-fn kernel_line() -> String {
+/// The kernel ferrohsm uses on this machine for a key size, as the module decides it.
+fn kernel_for(bits: u64) -> &'static str {
     let forced =
         std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let limbs = (bits as usize / 2 + 8).div_ceil(52);
     #[cfg(target_arch = "x86_64")]
-    if ferrohsm::engine::ifma::available() && !forced {
-        return "AVX-512 IFMA multi-buffer (2, 4 or 8 lanes by batch; RSA-1024/2048/3072/4096), verified in-kernel".into();
+    if ferrohsm::engine::ifma::available() && !forced && ferrohsm::engine::crt::LIMB_COUNTS.contains(&limbs) {
+        return "AVX-512 IFMA (2/4/8 lanes by batch)";
     }
-    let _ = forced;
-    "portable constant-time (rsa crate)".into()
+    let _ = (forced, limbs);
+    "portable"
 }

@@ -390,6 +390,73 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Creates a complete token in one transaction (migration): label and serial as given,
+    /// wraps for both PINs, and every object. Nothing is written when any step fails; a token
+    /// with the same serial already present is refused.
+    pub fn import_token(
+        &self,
+        label: &[u8; 32],
+        serial: &str,
+        so_pin: &[u8],
+        user_pin: Option<&[u8]>,
+        objects: &[Attributes],
+    ) -> Result<CK_SLOT_ID> {
+        let token_key = crypt::random_key();
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let existing: Option<i64> = tx
+            .query_row(
+                "SELECT slot_id FROM tokens WHERE serial = ?1",
+                params![serial],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        if let Some(slot) = existing {
+            return fail_because(
+                CKR_FUNCTION_FAILED,
+                format!("a token with serial {serial} already exists in slot {slot}"),
+            );
+        }
+        let max: Option<i64> = tx
+            .query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0))
+            .map_err(db_err)?;
+        let slot = max.map_or(0, |m| m as CK_SLOT_ID + 1);
+        let (so_wrap, _) = crypt::wrap_token_key(&token_key, so_pin, self.kdf, &wrap_aad(slot, PinOwner::So));
+        let user_wrap = user_pin
+            .map(|p| crypt::wrap_token_key(&token_key, p, self.kdf, &wrap_aad(slot, PinOwner::User)).0);
+        tx.execute(
+            "INSERT INTO tokens (slot_id, label, serial, so_wrap, user_wrap, max_failures) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![slot as i64, &label[..], serial, so_wrap, user_wrap, self.max_failures],
+        )
+        .map_err(db_err)?;
+        // Sealing needs the token key where `encode` looks for it, for this transaction only.
+        self.keys.lock().insert(slot, token_key);
+        let result = (|| {
+            for attrs in objects {
+                tx.execute(
+                    "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
+                    params![slot as i64, attrs.is_private()],
+                )
+                .map_err(db_err)?;
+                let id = tx.last_insert_rowid() as u64;
+                let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
+                tx.execute(
+                    "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
+                    params![id as i64, attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(())
+        })();
+        self.keys.lock().remove(&slot);
+        result?;
+        tx.commit().map_err(db_err)?;
+        Ok(slot)
+    }
+
     /// Removes a token and all its objects (`ferrohsm-util delete-token`).
     pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
         let n = self

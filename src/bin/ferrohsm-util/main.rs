@@ -2,6 +2,7 @@
 //! Every command goes through the module's PKCS#11 API, as any application would.
 
 mod bench;
+mod migrate;
 mod module;
 mod pin;
 mod speed;
@@ -43,6 +44,8 @@ enum Command {
     Speed(speed::Speed),
     /// Benchmark any PKCS#11 modules side by side (sign/s, latency, ratio to the first).
     Bench(bench::Bench),
+    /// Take over a SoftHSM v2 token: same label, serial, PINs and objects.
+    MigrateSofthsm(migrate::Migrate),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::SetPin(a) => tokens::set_pin(cli.module.as_deref(), a),
         Command::Speed(a) => speed::run(cli.module.as_deref(), a),
         Command::Bench(a) => bench::run(a),
+        Command::MigrateSofthsm(a) => migrate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,213 @@
+//! `migrate-softhsm`: a SoftHSM v2 token (file backend) becomes a ferrohsm token with the same
+//! label, serial, PINs and objects, written in one transaction, every private key checked by
+//! a signature verified with the token's own public key object.
+
+use crate::module::Result;
+use crate::pin;
+use clap::Args;
+use cryptoki_sys::*;
+use ferrohsm::engine::{PreparedKey, PublicKey};
+use ferrohsm::mechanism::{rsa as rsa_mech, HashAlg, Mechanism};
+use ferrohsm::token::attributes::Attributes;
+use ferrohsm::token::object::rsa_components;
+use ferrohsm::token::policy;
+use secrecy::ExposeSecret;
+use softhsm_compat::{SoftHsmConf, SoftObject, SoftToken, Value};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct Migrate {
+    /// SoftHSM configuration file (default: SOFTHSM2_CONF, ~/.config/softhsm2/softhsm2.conf, /etc/softhsm/softhsm2.conf).
+    #[arg(long, conflicts_with = "tokendir")]
+    conf: Option<PathBuf>,
+    /// SoftHSM token directory (instead of reading it from the configuration).
+    #[arg(long)]
+    tokendir: Option<PathBuf>,
+    /// Label of the SoftHSM token to migrate.
+    #[arg(long = "token", conflicts_with = "serial")]
+    token: Option<String>,
+    /// Serial of the SoftHSM token to migrate.
+    #[arg(long)]
+    serial: Option<String>,
+    /// User PIN (else $FERROHSM_PIN, else a prompt); it stays the user PIN.
+    #[arg(long)]
+    pin: Option<String>,
+    /// SO PIN (else $FERROHSM_SO_PIN, else a prompt); it stays the SO PIN.
+    #[arg(long = "so-pin")]
+    so_pin: Option<String>,
+    /// Read, decrypt and check everything, write nothing.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
+}
+
+/// SoftHSM attribute values in PKCS#11's native layout.
+fn convert(obj: &SoftObject, dropped: &mut Vec<String>) -> Attributes {
+    let mut a = Attributes::new();
+    for (t, v) in &obj.attrs {
+        let t = *t as CK_ATTRIBUTE_TYPE;
+        let bytes = match v {
+            Value::Bool(b) => vec![*b as u8],
+            Value::Ulong(u) => (*u as CK_ULONG).to_ne_bytes().to_vec(),
+            Value::Bytes(b) => b.to_vec(),
+            Value::MechSet(m) => m.iter().flat_map(|x| (*x as CK_ULONG).to_ne_bytes()).collect(),
+            // SoftHSM writes empty wrap/unwrap templates on every key: nothing to carry.
+            Value::Map(m) if m.is_empty() => continue,
+            Value::Map(_) => {
+                dropped.push(format!(
+                    "{}: attribute template 0x{t:x} (not supported by ferrohsm)",
+                    obj.file.display()
+                ));
+                continue;
+            }
+        };
+        a.set(t, bytes);
+    }
+    // Attributes ferrohsm does not keep for this class are reported, not carried silently.
+    let foreign: Vec<CK_ATTRIBUTE_TYPE> = a
+        .iter()
+        .map(|(t, _)| t)
+        .filter(|t| !policy::valid_for(&a, *t))
+        .collect();
+    for t in foreign {
+        dropped.push(format!(
+            "{}: attribute 0x{t:x} (not an attribute of this object class)",
+            obj.file.display()
+        ));
+        a.remove(t);
+    }
+    a
+}
+
+/// Signs with the migrated private key and verifies with the token's public key object of
+/// the same id (or the key's own public half when the token has none).
+fn check_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<(), String> {
+    let key = PreparedKey::new(&rsa_components(private)).map_err(|e| format!("private key unusable: {e}"))?;
+    let id = private.get(CKA_ID).unwrap_or(&[]);
+    let public = all
+        .iter()
+        .find(|o| o.class() == Some(CKO_PUBLIC_KEY) && o.get(CKA_ID) == Some(id))
+        .unwrap_or(private);
+    let pk = PublicKey::new(
+        public.get(CKA_MODULUS).unwrap_or(&[]),
+        public.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]),
+    )
+    .map_err(|e| format!("public key unusable: {e}"))?;
+    let mech = Mechanism::HashRsaPkcs(HashAlg::Sha256);
+    let hash = HashAlg::Sha256.digest(b"ferrohsm migration check");
+    let sig = rsa_mech::sign(&mech, &key, &hash).map_err(|e| format!("signing failed: {e}"))?;
+    rsa_mech::verify(&mech, &pk, &hash, &sig)
+        .map_err(|_| "the signature does not verify with the token's public key".to_string())
+}
+
+pub fn run(a: Migrate) -> Result<()> {
+    let tokendir = match (&a.tokendir, &a.conf) {
+        (Some(d), _) => d.clone(),
+        (None, Some(c)) => SoftHsmConf::load(c).map_err(|e| e.to_string())?.tokendir,
+        (None, None) => {
+            let c =
+                SoftHsmConf::locate().ok_or("no SoftHSM configuration found: give --conf or --tokendir")?;
+            SoftHsmConf::load(&c).map_err(|e| e.to_string())?.tokendir
+        }
+    };
+    let tokens = SoftToken::all(&tokendir).map_err(|e| e.to_string())?;
+    let token = tokens
+        .into_iter()
+        .find(|t| {
+            a.token.as_deref().is_none_or(|l| t.label == l)
+                && a.serial.as_deref().is_none_or(|s| t.serial == s)
+        })
+        .ok_or_else(|| {
+            format!(
+                "no SoftHSM token matches in {}; check --token/--serial",
+                tokendir.display()
+            )
+        })?;
+    let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SoftHSM SO PIN")?;
+    let user = if token.has_user_pin() {
+        Some(pin::get(a.pin, "FERROHSM_PIN", "SoftHSM user PIN")?)
+    } else {
+        None
+    };
+    // The SO PIN must be right too: it becomes ferrohsm's SO PIN.
+    token
+        .master_key(so.expose_secret().as_bytes(), true)
+        .map_err(|e| format!("SO PIN: {e}"))?;
+    let master = match &user {
+        Some(u) => token
+            .master_key(u.expose_secret().as_bytes(), false)
+            .map_err(|e| format!("user PIN: {e}"))?,
+        None => token
+            .master_key(so.expose_secret().as_bytes(), true)
+            .map_err(|e| e.to_string())?,
+    };
+    let mut objects = vec![];
+    let mut dropped = vec![];
+    for o in &token.objects {
+        let o = o.as_ref().map_err(|e| e.to_string())?;
+        let plain = SoftToken::decrypt(o, &master).map_err(|e| e.to_string())?;
+        objects.push(convert(&plain, &mut dropped));
+    }
+    let mut checked = 0;
+    for o in &objects {
+        if o.class() == Some(CKO_PRIVATE_KEY) && o.key_type() == Some(CKK_RSA) {
+            check_key(o, &objects).map_err(|e| {
+                format!(
+                    "private key with id {:02x?}: {e}; nothing was written",
+                    o.get(CKA_ID).unwrap_or(&[])
+                )
+            })?;
+            checked += 1;
+        }
+    }
+    for d in &dropped {
+        eprintln!("note: {d}");
+    }
+    let summary = format!(
+        "{} objects ({checked} RSA private keys signed and verified) from SoftHSM token {:?} (serial {})",
+        objects.len(),
+        token.label,
+        token.serial
+    );
+    if a.dry_run {
+        println!("Dry run: would migrate {summary}.");
+        return Ok(());
+    }
+    let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
+    let kdf = ferrohsm::store::crypt::KdfParams {
+        memory_kib: config.pin.kdf_memory_kib,
+        passes: config.pin.kdf_passes,
+    };
+    let store =
+        ferrohsm::store::sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
+    let mut label = [b' '; 32];
+    let n = token.label.len().min(32);
+    label[..n].copy_from_slice(&token.label.as_bytes()[..n]);
+    match store.import_token(
+        &label,
+        &token.serial,
+        so.expose_secret().as_bytes(),
+        user.as_ref().map(|u| u.expose_secret().as_bytes()),
+        &objects,
+    ) {
+        Ok(slot) => {
+            println!(
+                "Migrated {summary} into ferrohsm slot {slot} ({}).",
+                store.path().display()
+            );
+            Ok(())
+        }
+        Err(_)
+            if ferrohsm::store::Store::tokens(&store).is_ok_and(|ts| {
+                ts.iter()
+                    .any(|t| String::from_utf8_lossy(&t.serial) == token.serial)
+            }) =>
+        {
+            println!(
+                "The token with serial {} already exists in ferrohsm; nothing to do.",
+                token.serial
+            );
+            Ok(())
+        }
+        Err(e) => Err(format!("migration failed, nothing was written: {e}")),
+    }
+}

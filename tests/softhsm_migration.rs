@@ -1,0 +1,398 @@
+//! Migration from a token made by the real SoftHSM (Debian softhsm2) with real tools: every
+//! key signs in ferrohsm and verifies with the public key exported from SoftHSM, every object
+//! keeps its id, label and key facts; failures write nothing.
+
+mod common;
+
+use common::*;
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::object::{Attribute, AttributeType, ObjectClass};
+use cryptoki::session::UserType;
+use cryptoki::types::AuthPin;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SOFTHSM: &str = "/usr/lib/softhsm/libsofthsm2.so";
+
+struct Fixture {
+    env: TestEnv,
+    conf: PathBuf,
+    tokendir: PathBuf,
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .expect("tool missing: install opensc, softhsm2 and openssl");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A SoftHSM token "legacy" with RSA 1024/2048/4096 keys made by pkcs11-tool, a key imported
+/// by softhsm2-util, a private data object and a certificate.
+fn fixture() -> Fixture {
+    let env = TestEnv::new();
+    let dir = env.dir.path().to_path_buf();
+    let tokendir = dir.join("softhsm-tokens");
+    std::fs::create_dir_all(&tokendir).unwrap();
+    let conf = dir.join("softhsm2.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\n",
+            tokendir.display()
+        ),
+    )
+    .unwrap();
+    let sh = |args: &[&str]| {
+        let mut c = Command::new("pkcs11-tool");
+        c.args([
+            "--module",
+            SOFTHSM,
+            "--token-label",
+            "legacy",
+            "--login",
+            "--pin",
+            USER_PIN,
+        ])
+        .args(args)
+        .env("SOFTHSM2_CONF", &conf);
+        run(&mut c)
+    };
+    run(Command::new("softhsm2-util")
+        .args([
+            "--init-token",
+            "--free",
+            "--label",
+            "legacy",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ])
+        .env("SOFTHSM2_CONF", &conf));
+    for (bits, id) in [(1024, "01"), (2048, "02"), (4096, "04")] {
+        sh(&[
+            "--keypairgen",
+            "--key-type",
+            &format!("rsa:{bits}"),
+            "--id",
+            id,
+            "--label",
+            &format!("key{bits}"),
+        ]);
+    }
+    let pem = dir.join("imported.pem");
+    assert!(openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        pem.to_str().unwrap()
+    ]));
+    run(Command::new("softhsm2-util")
+        .args([
+            "--import",
+            pem.to_str().unwrap(),
+            "--token",
+            "legacy",
+            "--label",
+            "imported",
+            "--id",
+            "0a0b",
+            "--pin",
+            USER_PIN,
+        ])
+        .env("SOFTHSM2_CONF", &conf));
+    std::fs::write(dir.join("data.txt"), b"private data object").unwrap();
+    sh(&[
+        "--write-object",
+        dir.join("data.txt").to_str().unwrap(),
+        "--type",
+        "data",
+        "--label",
+        "notes",
+        "--private",
+    ]);
+    let cert = dir.join("cert.der");
+    assert!(openssl(&[
+        "req",
+        "-x509",
+        "-key",
+        pem.to_str().unwrap(),
+        "-subj",
+        "/CN=legacy",
+        "-days",
+        "30",
+        "-outform",
+        "DER",
+        "-out",
+        cert.to_str().unwrap()
+    ]));
+    sh(&[
+        "--write-object",
+        cert.to_str().unwrap(),
+        "--type",
+        "cert",
+        "--id",
+        "0a0b",
+        "--label",
+        "imported",
+    ]);
+    Fixture { env, conf, tokendir }
+}
+
+fn util(f: &Fixture, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .args(args)
+        .env("FERROHSM_CONF", f.env.conf())
+        .env("SOFTHSM2_CONF", &f.conf)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn open(module: &Path, label: &str) -> (Pkcs11, cryptoki::session::Session) {
+    let p = Pkcs11::new(module).unwrap();
+    p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
+        .unwrap();
+    let slot = p
+        .get_slots_with_initialized_token()
+        .unwrap()
+        .into_iter()
+        .find(|s| p.get_token_info(*s).unwrap().label() == label)
+        .unwrap();
+    let s = p.open_ro_session(slot).unwrap();
+    s.login(UserType::User, Some(&AuthPin::new(USER_PIN.into())))
+        .unwrap();
+    (p, s)
+}
+
+const FACTS: &[AttributeType] = &[
+    AttributeType::Class,
+    AttributeType::Label,
+    AttributeType::Id,
+    AttributeType::Token,
+    AttributeType::Private,
+    AttributeType::Sensitive,
+    AttributeType::Extractable,
+    AttributeType::AlwaysSensitive,
+    AttributeType::NeverExtractable,
+    AttributeType::Local,
+    AttributeType::Sign,
+    AttributeType::Decrypt,
+    AttributeType::Modulus,
+    AttributeType::PublicExponent,
+];
+
+#[test]
+fn softhsm_token_migrates_losslessly() {
+    let f = fixture();
+    let out = util(
+        &f,
+        &[
+            "migrate-softhsm",
+            "--conf",
+            f.conf.to_str().unwrap(),
+            "--token",
+            "legacy",
+            "--pin",
+            USER_PIN,
+            "--so-pin",
+            SO_PIN,
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("4 RSA private keys signed and verified"), "{text}");
+    // Idempotent.
+    let again = util(
+        &f,
+        &[
+            "migrate-softhsm",
+            "--conf",
+            f.conf.to_str().unwrap(),
+            "--token",
+            "legacy",
+            "--pin",
+            USER_PIN,
+            "--so-pin",
+            SO_PIN,
+        ],
+    );
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already exists"));
+
+    std::env::set_var("SOFTHSM2_CONF", &f.conf);
+    let (_sp, soft) = open(Path::new(SOFTHSM), "legacy");
+    let (fp, fh) = open(&module_path(), "legacy");
+    // Same serial.
+    let fslot = fh.get_session_info().unwrap().slot_id();
+    let sslot = soft.get_session_info().unwrap().slot_id();
+    assert_eq!(
+        fp.get_token_info(fslot).unwrap().serial_number(),
+        _sp.get_token_info(sslot).unwrap().serial_number()
+    );
+    // Every SoftHSM object is in ferrohsm with the same facts.
+    let all = soft.find_objects(&[]).unwrap();
+    let mut compared = 0;
+    assert_eq!(all.len(), 10, "4 key pairs, a data object and a certificate");
+    assert_eq!(fh.find_objects(&[]).unwrap().len(), all.len());
+    for h in all {
+        let class = soft.get_attributes(h, &[AttributeType::Class]).unwrap();
+        let Attribute::Class(class) = class[0] else {
+            panic!()
+        };
+        let label = soft.get_attributes(h, &[AttributeType::Label]).unwrap()[0].clone();
+        let mut template = vec![Attribute::Class(class), label];
+        if class != ObjectClass::DATA {
+            template.push(soft.get_attributes(h, &[AttributeType::Id]).unwrap()[0].clone());
+        }
+        let found = fh.find_objects(&template).unwrap();
+        assert_eq!(found.len(), 1, "{template:?}");
+        for t in FACTS {
+            // Attributes SoftHSM has (and may reveal) must read the same in ferrohsm.
+            if let Ok(a) = soft.get_attributes(h, &[*t]) {
+                if !a.is_empty() {
+                    assert_eq!(
+                        a,
+                        fh.get_attributes(found[0], &[*t]).unwrap(),
+                        "attribute {t:?} of {template:?}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared >= 80, "only {compared} attributes compared");
+    // Every key signs in ferrohsm; OpenSSL verifies with the key exported from SoftHSM.
+    let dir = f.env.dir.path();
+    std::fs::write(dir.join("msg"), b"signed after migration").unwrap();
+    for id in ["01", "02", "04", "0a0b"] {
+        let der = dir.join(format!("{id}.der"));
+        run(Command::new("pkcs11-tool")
+            .args([
+                "--module",
+                SOFTHSM,
+                "--token-label",
+                "legacy",
+                "--read-object",
+                "--type",
+                "pubkey",
+                "--id",
+                id,
+                "-o",
+                der.to_str().unwrap(),
+            ])
+            .env("SOFTHSM2_CONF", &f.conf));
+        let idb: Vec<u8> = (0..id.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
+            .collect();
+        let key = find_one(&fh, ObjectClass::PRIVATE_KEY, &idb);
+        let sig = fh
+            .sign(
+                &cryptoki::mechanism::Mechanism::Sha256RsaPkcs,
+                key,
+                b"signed after migration",
+            )
+            .unwrap();
+        std::fs::write(dir.join("sig"), &sig).unwrap();
+        assert!(
+            openssl(&[
+                "dgst",
+                "-sha256",
+                "-verify",
+                der.to_str().unwrap(),
+                "-keyform",
+                "DER",
+                "-signature",
+                dir.join("sig").to_str().unwrap(),
+                dir.join("msg").to_str().unwrap()
+            ]),
+            "key {id}"
+        );
+    }
+    // The private data object's value came through decryption intact.
+    let data = fh.find_objects(&[Attribute::Class(ObjectClass::DATA)]).unwrap()[0];
+    assert_eq!(
+        fh.get_attributes(data, &[AttributeType::Value]).unwrap()[0],
+        Attribute::Value(b"private data object".to_vec())
+    );
+    // Nothing was written to the SoftHSM directory... its files are all still SoftHSM's.
+    assert!(std::fs::read_dir(&f.tokendir).unwrap().count() == 1);
+}
+
+#[test]
+fn failures_write_nothing() {
+    let f = fixture();
+    let base = ["migrate-softhsm", "--token", "legacy"];
+    let fails = |extra: &[&str], expect: &str| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let o = util(&f, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(expect),
+            "{args:?}: {err:?} should mention {expect:?}"
+        );
+        assert!(
+            !f.env.store_dir().join("ferrohsm.db").exists() || {
+                let o = util(&f, &["show-slots"]);
+                !String::from_utf8_lossy(&o.stdout).contains("legacy")
+            }
+        );
+    };
+    let conf = f.conf.to_str().unwrap().to_string();
+    fails(
+        &["--conf", &conf, "--pin", "9999", "--so-pin", SO_PIN],
+        "user PIN",
+    );
+    fails(
+        &["--conf", &conf, "--pin", USER_PIN, "--so-pin", "00000000"],
+        "SO PIN",
+    );
+    fails(
+        &[
+            "--tokendir",
+            "/nonexistent/softhsm",
+            "--pin",
+            USER_PIN,
+            "--so-pin",
+            SO_PIN,
+        ],
+        "/nonexistent/softhsm",
+    );
+    // A truncated object file.
+    let tdir = std::fs::read_dir(&f.tokendir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let victim = std::fs::read_dir(&tdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "object") && p.file_name().unwrap() != "token.object")
+        .unwrap();
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    fails(
+        &["--conf", &conf, "--pin", USER_PIN, "--so-pin", SO_PIN],
+        "truncated or corrupt",
+    );
+    // An empty object file: SoftHSM is writing it.
+    std::fs::write(&victim, b"").unwrap();
+    fails(
+        &["--conf", &conf, "--pin", USER_PIN, "--so-pin", SO_PIN],
+        "SoftHSM is writing it",
+    );
+}

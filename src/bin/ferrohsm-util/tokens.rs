@@ -216,29 +216,45 @@ fn be(v: &rsa::BoxedUint) -> Vec<u8> {
 }
 
 pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
-    use rsa::traits::{PrivateKeyParts, PublicKeyParts};
-    let id = parse_hex(&a.id)?;
     let key = read_key(&a.file)?;
     let p = module::load(m)?;
     let slot = a.which.find(&p)?;
     let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
+    import_key(&p, slot, &user, &key, &a.id, a.label, a.force, a.no_public_key)?;
+    println!("The key pair has been imported.");
+    Ok(())
+}
+
+/// Stores an RSA key pair as token objects (the public key unless `no_public_key`).
+#[allow(clippy::too_many_arguments)]
+pub fn import_key(
+    p: &cryptoki::context::Pkcs11,
+    slot: cryptoki::slot::Slot,
+    user: &cryptoki::types::AuthPin,
+    key: &rsa::PrivateKey,
+    id_hex: &str,
+    label: String,
+    force: bool,
+    no_public_key: bool,
+) -> Result<()> {
+    use rsa::traits::{PrivateKeyParts, PublicKeyParts};
+    let id = parse_hex(id_hex)?;
     let s = p
         .open_rw_session(slot)
         .map_err(|e| explain("cannot open a session", e))?;
-    s.login(UserType::User, Some(&user))
+    s.login(UserType::User, Some(user))
         .map_err(|e| explain("login failed", e))?;
     let existing = s
         .find_objects(&[Attribute::Id(id.clone())])
         .map_err(|e| explain("search failed", e))?;
-    if !existing.is_empty() && !a.force {
+    if !existing.is_empty() && !force {
         return Err(format!(
-            "an object with id {} exists; use another --id or --force",
-            a.id
+            "an object with id {id_hex} exists; use another --id or --force"
         ));
     }
     let n = be(key.n().as_ref());
     let e = be(key.e());
-    let label = a.label.into_bytes();
+    let label = label.into_bytes();
     let private = [
         Attribute::Class(ObjectClass::PRIVATE_KEY),
         Attribute::KeyType(KeyType::RSA),
@@ -262,7 +278,7 @@ pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
     ];
     s.create_object(&private)
         .map_err(|e| explain("cannot store the private key", e))?;
-    if !a.no_public_key {
+    if !no_public_key {
         let public = [
             Attribute::Class(ObjectClass::PUBLIC_KEY),
             Attribute::KeyType(KeyType::RSA),
@@ -279,7 +295,6 @@ pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
         s.create_object(&public)
             .map_err(|e| explain("cannot store the public key", e))?;
     }
-    println!("The key pair has been imported.");
     Ok(())
 }
 
@@ -305,10 +320,33 @@ pub struct DeleteToken {
 /// Deletion is not a PKCS#11 operation: it acts on the configured store directly, after
 /// checking the SO PIN.
 pub fn delete_token(a: DeleteToken) -> Result<()> {
+    let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SO PIN")?;
+    let (label, slot, path) = delete_from_store(
+        a.which.slot,
+        a.which.token.as_deref(),
+        a.which.serial.as_deref(),
+        Some(&so),
+    )?;
+    println!(
+        "The token {label:?} (slot {slot}) has been deleted from {}.",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Removes a token from the configured store, after checking its SO PIN when one is given.
+/// Returns its label, slot and the store file.
+pub fn delete_from_store(
+    slot: Option<u64>,
+    label: Option<&str>,
+    serial: Option<&str>,
+    so_pin: Option<&cryptoki::types::AuthPin>,
+) -> Result<(String, u64, std::path::PathBuf)> {
     use ferrohsm::store::{PinOwner, Store};
+    use secrecy::ExposeSecret;
     let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
     if config.store.backend != "sqlite" {
-        return Err("delete-token works on the sqlite store; the configured store is in memory".into());
+        return Err("deleting tokens works on the sqlite store; the configured store is in memory".into());
     }
     let kdf = ferrohsm::store::crypt::KdfParams {
         memory_kib: config.pin.kdf_memory_kib,
@@ -326,26 +364,20 @@ pub fn delete_token(a: DeleteToken) -> Result<()> {
     let token = tokens
         .iter()
         .find(|t| {
-            a.which.slot == Some(t.slot_id)
-                || a.which.token.as_deref() == Some(label_of(t).as_str())
-                || a.which.serial.as_deref() == Some(serial_of(t).as_str())
+            slot == Some(t.slot_id)
+                || label == Some(label_of(t).as_str())
+                || serial == Some(serial_of(t).as_str())
         })
         .ok_or("no such token; run show-slots")?;
-    let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SO PIN")?;
-    use secrecy::ExposeSecret;
-    store
-        .login(token.slot_id, PinOwner::So, so.expose_secret().as_bytes())
-        .map_err(|e| format!("SO PIN not accepted: {e}"))?;
+    if let Some(so) = so_pin {
+        store
+            .login(token.slot_id, PinOwner::So, so.expose_secret().as_bytes())
+            .map_err(|e| format!("SO PIN not accepted: {e}"))?;
+    }
     store
         .delete_token(token.slot_id)
         .map_err(|e| format!("cannot delete the token: {e}"))?;
-    println!(
-        "The token {:?} (slot {}) has been deleted from {}.",
-        label_of(token),
-        token.slot_id,
-        store.path().display()
-    );
-    Ok(())
+    Ok((label_of(token), token.slot_id, store.path().to_path_buf()))
 }
 
 #[derive(Args)]

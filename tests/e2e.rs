@@ -1,0 +1,47 @@
+//! End-to-end scenarios with real consumers (scripts in tests/e2e/): each makes a fresh
+//! token, drives the consumer as its documentation does, and verifies the result with an
+//! independent tool. A consumer that is not installed fails the scenario.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+fn scenario(name: &str) {
+    let env = common::TestEnv::new();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e").join(format!("{name}.sh"));
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("FERROHSM_MODULE", common::module_path())
+        .env("FERROHSM_UTIL", env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .env("WORK", env.dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scenario {name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("e2e {name}:")), "{stdout}");
+}
+
+#[test]
+fn openssl_libp11_engine() {
+    scenario("openssl-engine");
+}
+
+#[test]
+fn gnutls_p11tool_certtool() {
+    scenario("gnutls");
+}
+
+#[test]
+fn p11_kit_module_and_proxy() {
+    scenario("p11-kit");
+}
+
+#[test]
+fn ldns_signzone_via_engine() {
+    scenario("ldns");
+}

@@ -1,0 +1,29 @@
+# p11-kit: the shipped .module file (with this build's path) registers ferrohsm; p11-kit lists
+# it with its token, and pkcs11-tool signs through p11-kit's proxy module.
+. "$(dirname "$0")/common.sh"
+need p11-kit pkcs11-tool openssl
+proxy=$(find /usr/lib -name p11-kit-proxy.so | head -1)
+[ -n "$proxy" ] || { echo "FAIL: p11-kit-proxy.so is not installed" >&2; exit 1; }
+# p11-kit reads user configuration only for non-root users; as root (CI) the registration goes
+# to the system directory for the length of the scenario.
+if [ "$(id -u)" = 0 ]; then
+    moddir=/etc/pkcs11/modules
+    name="ferrohsm-e2e-$$.module"
+    trap 'rm -f "$moddir/$name"' EXIT
+else
+    export XDG_CONFIG_HOME="$WORK/config"
+    moddir="$XDG_CONFIG_HOME/pkcs11/modules"
+    name=ferrohsm.module
+fi
+mkdir -p "$moddir"
+sed "s|^module: .*|module: $M|" "$(dirname "$0")/../../p11-kit/ferrohsm.module" > "$moddir/$name"
+out=$(p11-kit list-modules)
+echo "$out" | grep -q "ferrohsm-e2e\|^ferrohsm" || { echo "FAIL: p11-kit does not list ferrohsm: $out" >&2; exit 1; }
+echo "$out" | grep -q "e2e" || { echo "FAIL: p11-kit does not show the token: $out" >&2; exit 1; }
+keygen 03 kitkey 2048
+export_pub 03 "$WORK/pub.pem"
+echo "signed through p11-kit" > "$WORK/data"
+pkcs11-tool --module "$proxy" --token-label e2e --login --pin 1234 --sign -m SHA256-RSA-PKCS --id 03 \
+    -i "$WORK/data" -o "$WORK/sig" >/dev/null
+openssl dgst -sha256 -verify "$WORK/pub.pem" -signature "$WORK/sig" "$WORK/data"
+echo "e2e p11-kit: module listed, signature through the proxy verified"

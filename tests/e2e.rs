@@ -45,3 +45,8 @@ fn p11_kit_module_and_proxy() {
 fn ldns_signzone_via_engine() {
     scenario("ldns");
 }
+
+#[test]
+fn java_keytool_jarsigner() {
+    scenario("java");
+}

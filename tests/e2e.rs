@@ -50,3 +50,8 @@ fn ldns_signzone_via_engine() {
 fn java_keytool_jarsigner() {
     scenario("java");
 }
+
+#[test]
+fn openssl_pkcs11_provider() {
+    scenario("openssl-provider");
+}

@@ -55,3 +55,8 @@ fn java_keytool_jarsigner() {
 fn openssl_pkcs11_provider() {
     scenario("openssl-provider");
 }
+
+#[test]
+fn knot_keymgr_kzonesign() {
+    scenario("knot");
+}

@@ -60,3 +60,8 @@ fn openssl_pkcs11_provider() {
 fn knot_keymgr_kzonesign() {
     scenario("knot");
 }
+
+#[test]
+fn powerdns_pdnsutil_hsm() {
+    scenario("powerdns");
+}

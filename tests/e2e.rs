@@ -9,7 +9,9 @@ use std::process::Command;
 
 fn scenario(name: &str) {
     let env = common::TestEnv::new();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e").join(format!("{name}.sh"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e")
+        .join(format!("{name}.sh"));
     let out = Command::new("bash")
         .arg(&script)
         .env("FERROHSM_MODULE", common::module_path())

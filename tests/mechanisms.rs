@@ -664,3 +664,37 @@ fn mechanism_info_reports_sizes_and_flags() {
         RvError::MechanismInvalid
     );
 }
+
+#[test]
+fn generates_an_8192_bit_key() {
+    let (_env, _p, s) = setup();
+    let (public, private) = rsa_keypair(&s, 8192, b"big", false);
+    let pk = rsa_public(&s, public);
+    let sig = s
+        .sign(&Mechanism::Sha256RsaPkcs, private, b"eight thousand")
+        .unwrap();
+    assert_eq!(sig.len(), 1024);
+    pk.verify(
+        Pkcs1v15Sign::new::<Sha256>(),
+        &Sha256::digest(b"eight thousand"),
+        &sig,
+    )
+    .unwrap();
+    // Sizes that are not a multiple of 8, or beyond 8192, are refused.
+    let err = s
+        .generate_key_pair(
+            &Mechanism::RsaPkcsKeyPairGen,
+            &[Attribute::ModulusBits(8200.into())],
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(rv(err), RvError::KeySizeRange);
+    let err = s
+        .generate_key_pair(
+            &Mechanism::RsaPkcsKeyPairGen,
+            &[Attribute::ModulusBits(2047.into())],
+            &[],
+        )
+        .unwrap_err();
+    assert_eq!(rv(err), RvError::KeySizeRange);
+}

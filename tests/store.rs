@@ -371,3 +371,31 @@ fn config_errors_name_file_and_line() {
     assert!(err.contains(env.conf().to_str().unwrap()), "{err}");
     assert!(err.contains("line 5"), "{err}");
 }
+
+#[test]
+fn log_lines_go_to_the_configured_file_without_secrets() {
+    let env = TestEnv::new();
+    let log = env.dir.path().join("ferrohsm.log");
+    std::fs::write(
+        env.conf(),
+        format!(
+            "[store]\npath = \"store\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n[log]\nlevel = \"info\"\ntarget = \"{}\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::env::remove_var("FERROHSM_LOG");
+    let p = load();
+    let slot = new_token(&p, "logged");
+    let s = p.open_rw_session(slot).unwrap();
+    let err = s
+        .login(UserType::User, Some(&AuthPin::new("wrong-pin-5s7d".into())))
+        .unwrap_err();
+    assert_eq!(rv(err), RvError::PinIncorrect);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("CKR_PIN_INCORRECT"), "{text}");
+    assert!(
+        !text.contains("wrong-pin-5s7d") && !text.contains(USER_PIN),
+        "a PIN reached the log: {text}"
+    );
+}

@@ -18,12 +18,6 @@ fn setup() -> (TestEnv, cryptoki::context::Pkcs11, cryptoki::session::Session) {
     (env, p, s)
 }
 
-fn bytes(v: &rsa::BoxedUint) -> Vec<u8> {
-    let b = v.to_be_bytes();
-    let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
-    b[first..].to_vec()
-}
-
 fn rsa_private_template(k: &rsa::PrivateKey, id: &[u8]) -> Vec<Attribute> {
     vec![
         Attribute::Class(ObjectClass::PRIVATE_KEY),
@@ -33,14 +27,14 @@ fn rsa_private_template(k: &rsa::PrivateKey, id: &[u8]) -> Vec<Attribute> {
         Attribute::Sign(true),
         Attribute::Id(id.to_vec()),
         Attribute::Label(b"imported".to_vec()),
-        Attribute::Modulus(bytes(k.n().as_ref())),
-        Attribute::PublicExponent(bytes(k.e())),
-        Attribute::PrivateExponent(bytes(k.d())),
-        Attribute::Prime1(bytes(k.primes()[0].as_ref())),
-        Attribute::Prime2(bytes(k.primes()[1].as_ref())),
-        Attribute::Exponent1(bytes(k.dp().unwrap())),
-        Attribute::Exponent2(bytes(k.dq().unwrap())),
-        Attribute::Coefficient(bytes(&k.crt_coefficient().unwrap())),
+        Attribute::Modulus(be(k.n().as_ref())),
+        Attribute::PublicExponent(be(k.e())),
+        Attribute::PrivateExponent(be(k.d())),
+        Attribute::Prime1(be(k.primes()[0].as_ref())),
+        Attribute::Prime2(be(k.primes()[1].as_ref())),
+        Attribute::Exponent1(be(k.dp().unwrap())),
+        Attribute::Exponent2(be(k.dq().unwrap())),
+        Attribute::Coefficient(be(&k.crt_coefficient().unwrap())),
     ]
 }
 
@@ -72,13 +66,13 @@ fn import_rsa_private_key_validates_every_part() {
         )
         .unwrap();
     // Inconsistent parts are refused.
-    let mut bad_d = bytes(k.d());
+    let mut bad_d = be(k.d());
     bad_d[10] ^= 1;
     for broken in [
         replace(&t, Attribute::PrivateExponent(bad_d)),
         replace(&t, Attribute::Exponent1(vec![3])),
         replace(&t, Attribute::Coefficient(vec![5])),
-        replace(&t, Attribute::Prime1(bytes(k.primes()[1].as_ref()))),
+        replace(&t, Attribute::Prime1(be(k.primes()[1].as_ref()))),
     ] {
         assert_eq!(
             rv(s.create_object(&broken).unwrap_err()),

@@ -15,12 +15,6 @@ use rsa::traits::{PrivateKeyParts, PublicKeyParts};
 use std::path::Path;
 use std::process::Command;
 
-fn be(v: &rsa::BoxedUint) -> Vec<u8> {
-    let b = v.to_be_bytes();
-    let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
-    b[first..].to_vec()
-}
-
 fn import(
     s: &cryptoki::session::Session,
     k: &rsa::PrivateKey,

@@ -12,16 +12,7 @@ ck_fn!(
     fn C_GetSlotList(token_present: CK_BBOOL, list: *mut CK_SLOT_ID, count: *mut CK_ULONG) {
         let l = lib()?;
         let count = out(count)?;
-        let slots = l.0.slot_list(token_present != 0)?;
-        if !list.is_null() {
-            if (*count as usize) < slots.len() {
-                *count = slots.len() as CK_ULONG;
-                return fail(CKR_BUFFER_TOO_SMALL);
-            }
-            std::ptr::copy_nonoverlapping(slots.as_ptr(), list, slots.len());
-        }
-        *count = slots.len() as CK_ULONG;
-        Ok(())
+        write_list(&l.0.slot_list(token_present != 0)?, list, count)
     }
 );
 
@@ -114,6 +105,24 @@ ck_fn!(
     }
 );
 
+/// A list per the two-call convention: the count alone for a NULL list, else the items when
+/// they fit, else `CKR_BUFFER_TOO_SMALL` with the needed count.
+unsafe fn write_list(
+    items: &[CK_ULONG],
+    list: *mut CK_ULONG,
+    count: &mut CK_ULONG,
+) -> crate::error::Result<()> {
+    if !list.is_null() {
+        if (*count as usize) < items.len() {
+            *count = items.len() as CK_ULONG;
+            return fail(CKR_BUFFER_TOO_SMALL);
+        }
+        std::ptr::copy_nonoverlapping(items.as_ptr(), list, items.len());
+    }
+    *count = items.len() as CK_ULONG;
+    Ok(())
+}
+
 /// The current UTC time as `YYYYMMDDhhmmss00`.
 fn utc_time() -> [u8; 16] {
     let secs = std::time::SystemTime::now()
@@ -145,15 +154,7 @@ ck_fn!(
         let count = out(count)?;
         l.0.token(slot)?;
         let mechs: Vec<_> = mechanism::mechanism_list().into_iter().map(|(m, _)| m).collect();
-        if !list.is_null() {
-            if (*count as usize) < mechs.len() {
-                *count = mechs.len() as CK_ULONG;
-                return fail(CKR_BUFFER_TOO_SMALL);
-            }
-            std::ptr::copy_nonoverlapping(mechs.as_ptr(), list, mechs.len());
-        }
-        *count = mechs.len() as CK_ULONG;
-        Ok(())
+        write_list(&mechs, list, count)
     }
 );
 

@@ -381,6 +381,34 @@ impl SqliteStore {
         Ok(Some(attrs))
     }
 
+    /// Inserts one object in `tx` and returns its id. The id is part of every seal's
+    /// associated data, so sealing follows the insert.
+    fn insert_object(&self, tx: &rusqlite::Transaction, slot: CK_SLOT_ID, attrs: &Attributes) -> Result<u64> {
+        tx.execute(
+            "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
+            params![slot as i64, attrs.is_private()],
+        )
+        .map_err(db_err)?;
+        let id = tx.last_insert_rowid() as u64;
+        if id >= MAX_OBJECT_ID {
+            return fail_because(CKR_DEVICE_MEMORY, "the token store has run out of object ids");
+        }
+        let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
+        tx.execute(
+            "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
+            params![
+                id as i64,
+                attrs.class().map(|c| c as i64),
+                key_id,
+                label,
+                clear,
+                sealed
+            ],
+        )
+        .map_err(db_err)?;
+        Ok(id)
+    }
+
     fn bump_generation(tx: &rusqlite::Transaction, slot: CK_SLOT_ID) -> Result<()> {
         tx.execute(
             "UPDATE tokens SET generation = generation + 1 WHERE slot_id = ?1",
@@ -434,23 +462,9 @@ impl SqliteStore {
         .map_err(db_err)?;
         // Sealing needs the token key where `encode` looks for it, for this transaction only.
         self.keys.lock().insert(slot, token_key);
-        let result = (|| {
-            for attrs in objects {
-                tx.execute(
-                    "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
-                    params![slot as i64, attrs.is_private()],
-                )
-                .map_err(db_err)?;
-                let id = tx.last_insert_rowid() as u64;
-                let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
-                tx.execute(
-                    "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
-                    params![id as i64, attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
-                )
-                .map_err(db_err)?;
-            }
-            Ok(())
-        })();
+        let result = objects
+            .iter()
+            .try_for_each(|attrs| self.insert_object(&tx, slot, attrs).map(|_| ()));
         self.keys.lock().remove(&slot);
         result?;
         tx.commit().map_err(db_err)?;
@@ -652,26 +666,10 @@ impl Store for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
-        let mut ids = Vec::with_capacity(objects.len());
-        for attrs in objects {
-            tx.execute(
-                "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, ?2, x'', x'')",
-                params![slot as i64, attrs.is_private()],
-            )
-            .map_err(db_err)?;
-            let id = tx.last_insert_rowid() as u64;
-            if id >= MAX_OBJECT_ID {
-                return fail_because(CKR_DEVICE_MEMORY, "the token store has run out of object ids");
-            }
-            // The id is part of every seal's associated data, so sealing follows the insert.
-            let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
-            tx.execute(
-                "UPDATE objects SET class = ?2, key_id = ?3, label = ?4, clear = ?5, sealed = ?6 WHERE id = ?1",
-                params![id as i64, attrs.class().map(|c| c as i64), key_id, label, clear, sealed],
-            )
-            .map_err(db_err)?;
-            ids.push(id);
-        }
+        let ids = objects
+            .iter()
+            .map(|attrs| self.insert_object(&tx, slot, attrs))
+            .collect::<Result<Vec<u64>>>()?;
         Self::bump_generation(&tx, slot)?;
         tx.commit().map_err(db_err)?;
         Ok(ids)

@@ -265,3 +265,10 @@ pub fn openssl(args: &[&str]) -> bool {
     }
     out.status.success()
 }
+
+/// A big integer of the rsa crate as minimal big-endian bytes (PKCS#11 attribute form).
+pub fn be(v: &rsa::BoxedUint) -> Vec<u8> {
+    let b = v.to_be_bytes();
+    let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    b[first..].to_vec()
+}

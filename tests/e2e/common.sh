@@ -18,3 +18,27 @@ export_pub() { # id out.pem
     pkcs11-tool --module "$M" --token-label e2e --read-object --type pubkey --id "$1" -o "$WORK/pub.der" >/dev/null
     openssl pkey -pubin -inform DER -in "$WORK/pub.der" -out "$2"
 }
+# OPENSSL_CONF loading the libp11 engine for this module; extra lines (e.g. "PIN = 1234") follow.
+engine_conf() {
+    local engine
+    engine=$(find /usr/lib -name pkcs11.so -path '*engines-3*' | head -1)
+    [ -n "$engine" ] || { echo "FAIL: the libp11 engine (libengine-pkcs11-openssl) is not installed" >&2; exit 1; }
+    {
+        printf 'openssl_conf = openssl_init\n[openssl_init]\nengines = engine_section\n'
+        printf '[engine_section]\npkcs11 = pkcs11_section\n[pkcs11_section]\nengine_id = pkcs11\n'
+        printf 'dynamic_path = %s\nMODULE_PATH = %s\ninit = 0\n' "$engine" "$M"
+        for line in "$@"; do printf '%s\n' "$line"; done
+    } > "$WORK/openssl.cnf"
+    export OPENSSL_CONF="$WORK/openssl.cnf"
+}
+# A small unsigned zone example.org in file $1.
+write_zone() {
+    cat > "$1" <<'ZONE'
+$ORIGIN example.org.
+$TTL 3600
+@   IN SOA ns1.example.org. hostmaster.example.org. 2026113001 7200 3600 1209600 3600
+@   IN NS  ns1.example.org.
+ns1 IN A   192.0.2.1
+www IN A   192.0.2.80
+ZONE
+}

@@ -28,14 +28,7 @@ zone:
     dnssec-signing: on
     dnssec-policy: rsa
 CONF
-cat > "$WORK/knot/zones/example.org.zone" <<ZONE
-\$ORIGIN example.org.
-\$TTL 3600
-@   IN SOA ns1.example.org. hostmaster.example.org. 2026113001 7200 3600 1209600 3600
-@   IN NS  ns1.example.org.
-ns1 IN A   192.0.2.1
-www IN A   192.0.2.80
-ZONE
+write_zone "$WORK/knot/zones/example.org.zone"
 conf=(-c "$WORK/knot/knot.conf")
 keymgr "${conf[@]}" example.org generate algorithm=rsasha256 ksk=yes zsk=no size=2048 >/dev/null
 keymgr "${conf[@]}" example.org generate algorithm=rsasha256 ksk=no zsk=yes size=1024 >/dev/null

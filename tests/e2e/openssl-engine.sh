@@ -2,21 +2,7 @@
 # signatures through `pkcs11:` URIs, verified by plain OpenSSL with the exported public key.
 . "$(dirname "$0")/common.sh"
 need openssl pkcs11-tool
-engine=$(find /usr/lib -name pkcs11.so -path '*engines-3*' | head -1)
-[ -n "$engine" ] || { echo "FAIL: the libp11 engine (libengine-pkcs11-openssl) is not installed" >&2; exit 1; }
-cat > "$WORK/openssl.cnf" <<CNF
-openssl_conf = openssl_init
-[openssl_init]
-engines = engine_section
-[engine_section]
-pkcs11 = pkcs11_section
-[pkcs11_section]
-engine_id = pkcs11
-dynamic_path = $engine
-MODULE_PATH = $M
-init = 0
-CNF
-export OPENSSL_CONF="$WORK/openssl.cnf"
+engine_conf
 keygen 01 engkey 2048
 export_pub 01 "$WORK/pub.pem"
 echo "signed through the libp11 engine" > "$WORK/data"

@@ -297,9 +297,10 @@ fn readme_commands_work() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let dir = env.dir.path();
     let mut ran = 0;
+    // The quick-start block: the lines that use the module through $M.
     for line in readme
         .lines()
-        .filter(|l| l.starts_with("pkcs11-tool") || l.starts_with("echo data"))
+        .filter(|l| l.starts_with("pkcs11-tool --module $M") || l.starts_with("echo data"))
     {
         let script = line.replace("$M", module_path().to_str().unwrap());
         let st = Command::new("bash")

@@ -66,6 +66,8 @@ pub struct PreparedKey {
     /// Kernel form, when the key's size has a compiled kernel and the CPU runs it.
     fast: Option<std::sync::Arc<crt::CrtKey>>,
     rejection_secret: Zeroizing<Vec<u8>>,
+    /// n as `modulus_len` big-endian bytes, to check inputs against.
+    modulus: Vec<u8>,
     modulus_len: usize,
     modulus_bits: usize,
 }
@@ -92,6 +94,7 @@ impl PreparedKey {
             inner,
             fast,
             rejection_secret,
+            modulus: n.to_vec(),
             modulus_len: modulus_bits.div_ceil(8),
             modulus_bits,
         })
@@ -115,7 +118,7 @@ impl PreparedKey {
         STATS.operations.fetch_add(1, Ordering::Relaxed);
         #[cfg(target_arch = "x86_64")]
         if let Some(fast) = self.fast.as_ref().filter(|_| kernel_enabled()) {
-            if input >= strip_zeros_padded(&self.inner.public, input.len()).as_slice() {
+            if input >= self.modulus.as_slice() {
                 return Err(EngineError::InputOutOfRange);
             }
             // The kernel checks s^e = input in the same batch; only checked results leave.
@@ -251,11 +254,6 @@ pub fn public_key_info(modulus: &[u8], public_exponent: &[u8]) -> Option<Vec<u8>
     portable::PortablePublic::new(modulus, public_exponent)
         .ok()?
         .spki_der()
-}
-
-/// The modulus as `len` big-endian bytes, for comparing inputs against it.
-fn strip_zeros_padded(public: &portable::PortablePublic, len: usize) -> Zeroizing<Vec<u8>> {
-    left_pad(&public.modulus_bytes(), len).unwrap_or_else(|| Zeroizing::new(vec![0xff; len]))
 }
 
 use std::sync::atomic::AtomicBool;

@@ -30,10 +30,6 @@ impl PortablePublic {
         Ok(PortablePublic { key, precision })
     }
 
-    pub(super) fn modulus_bytes(&self) -> Vec<u8> {
-        self.key.n_bytes().into_vec()
-    }
-
     pub(super) fn spki_der(&self) -> Option<Vec<u8>> {
         use rsa::pkcs8::EncodePublicKey;
         self.key.to_public_key_der().ok().map(|d| d.as_bytes().to_vec())

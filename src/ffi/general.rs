@@ -34,7 +34,7 @@ ck_fn!(
             // Native locks are used in every mode: the module is thread-safe whether or not the
             // application offers its own mutexes, and it never creates threads of its own.
         }
-        let _g = INIT_LOCK.lock_arc_if_not_forked();
+        let _g = init_lock();
         crate::fork::watch();
         let generation = crate::fork::generation();
         if let Some(old) = STATE.load_full() {
@@ -62,18 +62,13 @@ ck_fn!(
     }
 );
 
-/// After fork() the lock may be held by a parent thread that does not exist in the child.
-trait ForkSafeLock {
-    fn lock_arc_if_not_forked(&self) -> Option<parking_lot::MutexGuard<'_, ()>>;
-}
-
-impl ForkSafeLock for Mutex<()> {
-    fn lock_arc_if_not_forked(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
-        if crate::fork::generation() == 0 {
-            Some(self.lock())
-        } else {
-            self.try_lock_for(std::time::Duration::from_millis(100))
-        }
+/// Takes `INIT_LOCK`. After fork() it may be held by a parent thread that does not exist in
+/// the child, so a forked child waits only briefly for it.
+fn init_lock() -> Option<parking_lot::MutexGuard<'static, ()>> {
+    if crate::fork::generation() == 0 {
+        Some(INIT_LOCK.lock())
+    } else {
+        INIT_LOCK.try_lock_for(std::time::Duration::from_millis(100))
     }
 }
 
@@ -82,7 +77,7 @@ ck_fn!(
         if !reserved.is_null() {
             return fail(CKR_ARGUMENTS_BAD);
         }
-        let _g = INIT_LOCK.lock_arc_if_not_forked();
+        let _g = init_lock();
         lib()?;
         STATE.store(None);
         Ok(())

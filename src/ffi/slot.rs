@@ -5,7 +5,7 @@ use super::lib;
 use crate::error::{fail, Error};
 use crate::mechanism;
 use crate::store::{MAX_PIN_LEN, MIN_PIN_LEN};
-use crate::token::{self, LoginState};
+use crate::token;
 use cryptoki_sys::*;
 
 ck_fn!(
@@ -100,7 +100,6 @@ ck_fn!(
             minor: token::VERSION_MINOR,
         };
         info.utcTime = utc_time();
-        let _ = t.login == LoginState::Public;
         Ok(())
     }
 );

@@ -5,7 +5,6 @@ use super::lib;
 use crate::engine;
 use crate::error::{fail, Error};
 use cryptoki_sys::*;
-use std::sync::atomic::Ordering;
 
 /// Mirrors `FERROHSM_ENGINE_STATS`.
 #[repr(C)]
@@ -72,7 +71,6 @@ ck_fn!(
             *d = v as CK_ULONG;
         }
         stats.mean_batch_fill = s.mean_batch_fill;
-        let _ = Ordering::Relaxed;
         Ok(())
     }
 );

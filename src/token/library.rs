@@ -31,7 +31,6 @@ pub enum Output {
 /// Answer of `C_GetTokenInfo` in Rust form.
 pub struct TokenInfo {
     pub record: Option<TokenRecord>,
-    pub login: LoginState,
     pub sessions: usize,
     pub rw_sessions: usize,
 }
@@ -112,7 +111,6 @@ impl Library {
         }
         Ok(TokenInfo {
             record,
-            login: token.login_state(),
             sessions,
             rw_sessions,
         })

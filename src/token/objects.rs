@@ -264,12 +264,11 @@ impl Library {
         mech: &Mechanism,
         template: Attributes,
     ) -> Result<CK_OBJECT_HANDLE> {
-        let (key_type, default_len) = match mech {
-            Mechanism::AesKeyGen => (CKK_AES, None),
-            Mechanism::GenericSecretKeyGen => (CKK_GENERIC_SECRET, None),
+        let key_type = match mech {
+            Mechanism::AesKeyGen => CKK_AES,
+            Mechanism::GenericSecretKeyGen => CKK_GENERIC_SECRET,
             _ => return fail(CKR_MECHANISM_INVALID),
         };
-        let _: Option<usize> = default_len;
         let session = self.session(h)?;
         let s = session.lock();
         let mut t = with_class(template, CKO_SECRET_KEY, key_type)?;

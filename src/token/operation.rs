@@ -8,7 +8,7 @@ use cryptoki_sys::*;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-/// What an operation is doing: nothing yet, a multi-part run, or a finished length query.
+/// Whether an operation has taken multi-part input yet (one-shot calls are refused then).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
     Fresh,

@@ -145,7 +145,15 @@ pub fn run(a: Migrate) -> Result<()> {
     for o in &token.objects {
         let o = o.as_ref().map_err(|e| e.to_string())?;
         let plain = SoftToken::decrypt(o, &master).map_err(|e| e.to_string())?;
-        objects.push(convert(&plain, &mut dropped));
+        let attrs = convert(&plain, &mut dropped);
+        // No checksum guards SoftHSM's files: an object without a class is a damaged one.
+        if attrs.class().is_none() {
+            return Err(format!(
+                "{} has no CKA_CLASS: the file is damaged; nothing was written",
+                o.file.display()
+            ));
+        }
+        objects.push(attrs);
     }
     let mut checked = 0;
     for o in &objects {

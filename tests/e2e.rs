@@ -67,3 +67,8 @@ fn knot_keymgr_kzonesign() {
 fn powerdns_pdnsutil_hsm() {
     scenario("powerdns");
 }
+
+#[test]
+fn opendnssec_hsm_tools() {
+    scenario("opendnssec");
+}

@@ -6,7 +6,7 @@ keygen 02 gnukey 2048
 export_pub 02 "$WORK/pub.pem"
 export GNUTLS_PIN=1234
 list=$(p11tool --provider "$M" --login --list-privkeys "pkcs11:token=e2e")
-echo "$list" | grep -q "gnukey" || { echo "FAIL: p11tool did not list the key: $list" >&2; exit 1; }
+grep -q "gnukey" <<<"$list" || { echo "FAIL: p11tool did not list the key: $list" >&2; exit 1; }
 cat > "$WORK/cert.tmpl" <<TMPL
 cn = "ferrohsm e2e"
 expiration_days = 30

@@ -18,5 +18,5 @@ echo "hello from a signed jar" > "$WORK/jar/hello.txt"
 jar cf "$WORK/app.jar" -C "$WORK/jar" hello.txt
 jarsigner "${ks[@]}" -sigalg SHA256withRSA "$WORK/app.jar" signer
 out=$(jarsigner -verify -verbose "$WORK/app.jar")
-echo "$out" | grep -q "jar verified" || { echo "FAIL: $out" >&2; exit 1; }
+grep -q "jar verified" <<<"$out" || { echo "FAIL: $out" >&2; exit 1; }
 echo "e2e java: keytool key and certificate on the token, jar signed and verified"

@@ -18,8 +18,8 @@ fi
 mkdir -p "$moddir"
 sed "s|^module: .*|module: $M|" "$(dirname "$0")/../../p11-kit/ferrohsm.module" > "$moddir/$name"
 out=$(p11-kit list-modules)
-echo "$out" | grep -q "ferrohsm-e2e\|^ferrohsm" || { echo "FAIL: p11-kit does not list ferrohsm: $out" >&2; exit 1; }
-echo "$out" | grep -q "e2e" || { echo "FAIL: p11-kit does not show the token: $out" >&2; exit 1; }
+grep -q "ferrohsm-e2e\|^ferrohsm" <<<"$out" || { echo "FAIL: p11-kit does not list ferrohsm: $out" >&2; exit 1; }
+grep -q "e2e" <<<"$out" || { echo "FAIL: p11-kit does not show the token: $out" >&2; exit 1; }
 keygen 03 kitkey 2048
 export_pub 03 "$WORK/pub.pem"
 echo "signed through p11-kit" > "$WORK/data"

@@ -41,10 +41,10 @@ pdns=(pdnsutil --config-dir="$WORK/pdns")
 "${pdns[@]}" add-record example.org ns1 A 192.0.2.1 >/dev/null
 keygen 06 pdnsksk 2048
 out=$("${pdns[@]}" hsm assign example.org rsasha256 ksk "$modname" e2e 1234 pdnsksk 2>&1)
-echo "$out" | grep -q "assigned to example.org" || { echo "FAIL: pdnsutil hsm assign: $out" >&2; exit 1; }
+grep -q "assigned to example.org" <<<"$out" || { echo "FAIL: pdnsutil hsm assign: $out" >&2; exit 1; }
 "${pdns[@]}" rectify-zone example.org >/dev/null
 show=$("${pdns[@]}" show-zone example.org 2>&1)
-echo "$show" | grep -q "DNSKEY" || { echo "FAIL: pdnsutil does not see the token key: $show" >&2; exit 1; }
+grep -q "DNSKEY" <<<"$show" || { echo "FAIL: pdnsutil does not see the token key: $show" >&2; exit 1; }
 pdns_server --config-dir="$WORK/pdns" >"$WORK/pdns/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 50); do

@@ -67,7 +67,19 @@ impl Scheduler {
                 let n = guard.pending.len().min(MAX_BATCH);
                 let batch: Vec<Arc<Job>> = guard.pending.drain(..n).collect();
                 drop(guard);
-                self.execute(&batch);
+                // A panic in the kernel must not strand the jobs of other threads: they get an
+                // unverified result, so their callers recompute on the portable path.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(&batch))).is_err() {
+                    log::error!("kernel batch failed; its operations fall back to the portable path");
+                    for j in &batch {
+                        let mut r = j.result.lock();
+                        if r.is_none() {
+                            *r = Some((Zeroizing::new(Vec::new()), false));
+                        }
+                        drop(r);
+                        j.done.notify_one();
+                    }
+                }
                 guard = q.lock();
                 guard.combiners -= 1;
                 // Hand the combiner slot to a parked owner if work is left.

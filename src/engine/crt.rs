@@ -44,11 +44,6 @@ pub struct CrtKey {
     pub modulus_len: usize,
 }
 
-fn bits_of(b: &[u8]) -> usize {
-    let b = strip_zeros(b);
-    b.len() * 8 - b.first().map_or(8, |x| x.leading_zeros() as usize)
-}
-
 /// 2^(52·L·k) mod m for k = 1, 2, 3, by doubling with a conditional subtraction each step
 /// (fixed iteration count: no dependence on m's value).
 pub fn powers_of_r_pub(m: &[u64]) -> [Vec<u64>; 3] {
@@ -76,7 +71,7 @@ fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
     r52::from_be_bytes(strip_zeros(prime), &mut m);
     let [_, rr, rrr] = powers_of_r(&m);
     let e = strip_zeros(exp);
-    let words = bits_of(prime).div_ceil(64);
+    let words = super::bit_len(prime).div_ceil(64);
     let mut w = vec![0u64; words.max(e.len().div_ceil(8))];
     for (i, &byte) in e.iter().rev().enumerate() {
         w[i / 8] |= (byte as u64) << (8 * (i % 8));
@@ -93,7 +88,7 @@ fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
 impl CrtKey {
     /// Kernel form of a key whose components the portable path already validated.
     pub fn new(c: &KeyComponents) -> Option<CrtKey> {
-        let (pb, qb) = (bits_of(&c.prime_1), bits_of(&c.prime_2));
+        let (pb, qb) = (super::bit_len(&c.prime_1), super::bit_len(&c.prime_2));
         let e = strip_zeros(&c.public_exponent);
         if pb != qb
             || c.exponent_1.is_empty()
@@ -127,7 +122,7 @@ impl CrtKey {
             p,
             q,
             qinv_r,
-            modulus_len: bits_of(&c.modulus).div_ceil(8),
+            modulus_len: super::bit_len(&c.modulus).div_ceil(8),
         })
     }
 

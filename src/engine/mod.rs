@@ -78,7 +78,7 @@ impl PreparedKey {
     pub fn new(c: &KeyComponents) -> Result<Self, EngineError> {
         let inner = portable::PortableKey::new(c)?;
         let n = strip_zeros(&c.modulus);
-        let modulus_bits = n.len() * 8 - n.first().map_or(8, |b| b.leading_zeros() as usize);
+        let modulus_bits = bit_len(n);
         // Implicit rejection needs a per-key secret that is not the key itself.
         let rejection_secret = {
             use sha2::Digest;
@@ -186,7 +186,7 @@ impl PublicKey {
         if n.is_empty() {
             return Err(EngineError::InvalidKey);
         }
-        let modulus_bits = n.len() * 8 - n[0].leading_zeros() as usize;
+        let modulus_bits = bit_len(n);
         Ok(PublicKey {
             inner: portable::PortablePublic::new(modulus, public_exponent)?,
             modulus_len: modulus_bits.div_ceil(8),
@@ -222,6 +222,12 @@ pub static STATS: Stats = Stats {
     operations: AtomicU64::new(0),
     fault_checks_failed: AtomicU64::new(0),
 };
+
+/// Bit length of a big-endian number (0 for zero).
+pub fn bit_len(b: &[u8]) -> usize {
+    let b = strip_zeros(b);
+    b.first().map_or(0, |x| b.len() * 8 - x.leading_zeros() as usize)
+}
 
 pub(crate) fn strip_zeros(b: &[u8]) -> &[u8] {
     let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());

@@ -137,8 +137,3 @@ pub fn decrypt(mech: &Mechanism, key: &PreparedKey, ciphertext: &[u8]) -> Result
         _ => fail(CKR_MECHANISM_INVALID),
     }
 }
-
-/// Length of a signature or ciphertext for a key of `k` bytes.
-pub fn output_len(k: usize) -> usize {
-    k
-}

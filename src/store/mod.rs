@@ -79,10 +79,5 @@ pub fn open(config: &crate::config::Config) -> std::result::Result<std::sync::Ar
     if config.store.backend == "memory" {
         return Ok(std::sync::Arc::new(memory::MemoryStore::new()));
     }
-    let kdf = crypt::KdfParams {
-        memory_kib: config.pin.kdf_memory_kib,
-        passes: config.pin.kdf_passes,
-    };
-    let store = sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
-    Ok(std::sync::Arc::new(store))
+    Ok(std::sync::Arc::new(sqlite::SqliteStore::from_config(config)?))
 }

@@ -96,6 +96,15 @@ fn is_secret(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
 }
 
 impl SqliteStore {
+    /// The store the configuration names (directory, KDF parameters, PIN failure limit).
+    pub fn from_config(config: &crate::config::Config) -> std::result::Result<Self, String> {
+        let kdf = KdfParams {
+            memory_kib: config.pin.kdf_memory_kib,
+            passes: config.pin.kdf_passes,
+        };
+        Self::open(&config.store_dir(), kdf, config.pin.max_failures)
+    }
+
     pub fn open(dir: &Path, kdf: KdfParams, max_failures: u32) -> std::result::Result<Self, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))?;

@@ -60,12 +60,6 @@ impl Object {
             .cloned()
     }
 
-    pub fn modulus_len(&self) -> Option<usize> {
-        let n = engine::strip_zeros(self.attrs.get(CKA_MODULUS)?);
-        let bits = n.len() * 8 - n.first()?.leading_zeros() as usize;
-        Some(bits.div_ceil(8))
-    }
-
     /// Whether `mechanism` is allowed by `CKA_ALLOWED_MECHANISMS` (empty means all).
     pub fn allows(&self, mechanism: CK_MECHANISM_TYPE) -> bool {
         match self.attrs.get(CKA_ALLOWED_MECHANISMS) {

@@ -84,7 +84,7 @@ impl SignOp {
     }
 
     pub fn signature_len(&self) -> usize {
-        rsa::output_len(self.key.modulus_len())
+        self.key.modulus_len()
     }
 
     pub fn update(&mut self, data: &[u8]) -> Result<()> {

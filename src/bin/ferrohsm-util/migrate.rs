@@ -181,12 +181,7 @@ pub fn run(a: Migrate) -> Result<()> {
         return Ok(());
     }
     let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
-    let kdf = ferrohsm::store::crypt::KdfParams {
-        memory_kib: config.pin.kdf_memory_kib,
-        passes: config.pin.kdf_passes,
-    };
-    let store =
-        ferrohsm::store::sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
+    let store = ferrohsm::store::sqlite::SqliteStore::from_config(&config)?;
     let mut label = [b' '; 32];
     let n = token.label.len().min(32);
     label[..n].copy_from_slice(&token.label.as_bytes()[..n]);

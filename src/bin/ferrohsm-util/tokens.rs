@@ -147,9 +147,7 @@ pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
                 Attribute::KeyType(k) => kind = k.to_string(),
                 Attribute::Id(v) => id = hex(&v),
                 Attribute::Label(v) => label = String::from_utf8_lossy(&v).into_owned(),
-                Attribute::Modulus(n) => {
-                    bits = n.len() * 8 - n.first().map_or(0, |b| b.leading_zeros() as usize)
-                }
+                Attribute::Modulus(n) => bits = ferrohsm::engine::bit_len(&n),
                 _ => {}
             }
         }
@@ -348,12 +346,7 @@ pub fn delete_from_store(
     if config.store.backend != "sqlite" {
         return Err("deleting tokens works on the sqlite store; the configured store is in memory".into());
     }
-    let kdf = ferrohsm::store::crypt::KdfParams {
-        memory_kib: config.pin.kdf_memory_kib,
-        passes: config.pin.kdf_passes,
-    };
-    let store =
-        ferrohsm::store::sqlite::SqliteStore::open(&config.store_dir(), kdf, config.pin.max_failures)?;
+    let store = ferrohsm::store::sqlite::SqliteStore::from_config(&config)?;
     let tokens = store
         .tokens()
         .map_err(|e| format!("cannot read the store: {e}"))?;

@@ -16,9 +16,19 @@ use std::sync::Arc;
 pub struct Library {
     store: Arc<dyn Store>,
     tokens: RwLock<BTreeMap<CK_SLOT_ID, Arc<Token>>>,
-    pub(super) sessions: DashMap<CK_SESSION_HANDLE, SessionRef>,
+    pub(super) sessions: DashMap<CK_SESSION_HANDLE, SessionEntry>,
     next_session: AtomicU64,
     next_object: AtomicU64,
+}
+
+/// An open session with the facts about it that never change, so that counting and filtering
+/// sessions never waits for the lock of a session that is busy signing.
+#[derive(Clone)]
+pub(super) struct SessionEntry {
+    handle: CK_SESSION_HANDLE,
+    slot_id: CK_SLOT_ID,
+    rw: bool,
+    session: SessionRef,
 }
 
 /// Result of a call that follows the two-call length convention.
@@ -102,12 +112,9 @@ impl Library {
             None
         };
         let (mut sessions, mut rw_sessions) = (0, 0);
-        for s in self.sessions.iter() {
-            let s = s.lock();
-            if s.token.slot_id == slot_id {
-                sessions += 1;
-                rw_sessions += s.rw as usize;
-            }
+        for e in self.sessions_of(slot_id) {
+            sessions += 1;
+            rw_sessions += e.rw as usize;
         }
         Ok(TokenInfo {
             record,
@@ -116,11 +123,11 @@ impl Library {
         })
     }
 
-    fn sessions_of(&self, slot_id: CK_SLOT_ID) -> Vec<SessionRef> {
+    fn sessions_of(&self, slot_id: CK_SLOT_ID) -> Vec<SessionEntry> {
         self.sessions
             .iter()
-            .filter(|s| s.lock().token.slot_id == slot_id)
-            .map(|s| s.clone())
+            .filter(|e| e.slot_id == slot_id)
+            .map(|e| e.clone())
             .collect()
     }
 
@@ -157,24 +164,32 @@ impl Library {
             return fail(CKR_SESSION_READ_WRITE_SO_EXISTS);
         }
         let handle = self.next_session.fetch_add(1, Ordering::Relaxed) as CK_SESSION_HANDLE;
-        self.sessions
-            .insert(handle, Arc::new(Mutex::new(Session::new(handle, rw, token))));
+        let session = Arc::new(Mutex::new(Session::new(handle, rw, token)));
+        self.sessions.insert(
+            handle,
+            SessionEntry {
+                handle,
+                slot_id,
+                rw,
+                session,
+            },
+        );
         Ok(handle)
     }
 
     pub fn session(&self, handle: CK_SESSION_HANDLE) -> Result<SessionRef> {
         self.sessions
             .get(&handle)
-            .map(|s| s.clone())
+            .map(|e| e.session.clone())
             .ok_or(Error(CKR_SESSION_HANDLE_INVALID))
     }
 
     pub fn close_session(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
-        let (_, s) = self
+        let (_, e) = self
             .sessions
             .remove(&handle)
             .ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
-        let token = s.lock().token.clone();
+        let token = e.session.lock().token.clone();
         token.drop_session_objects(handle);
         if self.sessions_of(token.slot_id).is_empty() && token.login_state() != LoginState::Public {
             token.set_login_state(LoginState::Public);
@@ -185,9 +200,8 @@ impl Library {
 
     pub fn close_all_sessions(&self, slot_id: CK_SLOT_ID) -> Result<()> {
         self.token(slot_id)?;
-        for s in self.sessions_of(slot_id) {
-            let h = s.lock().handle;
-            let _ = self.close_session(h);
+        for e in self.sessions_of(slot_id) {
+            let _ = self.close_session(e.handle);
         }
         Ok(())
     }
@@ -235,7 +249,7 @@ impl Library {
                 if current != LoginState::Public {
                     return fail(CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
                 }
-                if user == CKU_SO && self.sessions_of(token.slot_id).iter().any(|s| !s.lock().rw) {
+                if user == CKU_SO && self.sessions_of(token.slot_id).iter().any(|e| !e.rw) {
                     return fail(CKR_SESSION_READ_ONLY_EXISTS);
                 }
                 if user == CKU_USER && !token.refresh_record().is_some_and(|r| r.user_pin_initialized) {
@@ -260,8 +274,8 @@ impl Library {
         token.set_login_state(LoginState::Public);
         self.store.logout(token.slot_id);
         // Operations on private keys cannot go on without a login.
-        for s in self.sessions_of(token.slot_id) {
-            let mut s = s.lock();
+        for e in self.sessions_of(token.slot_id) {
+            let mut s = e.session.lock();
             s.sign = None;
             s.decrypt = None;
             s.find = None;

@@ -44,6 +44,11 @@ fn p11_kit_module_and_proxy() {
 }
 
 #[test]
+fn p11_kit_remoting() {
+    scenario("p11-kit-remote");
+}
+
+#[test]
 fn ldns_signzone_via_engine() {
     scenario("ldns");
 }
@@ -71,4 +76,9 @@ fn powerdns_pdnsutil_hsm() {
 #[test]
 fn opendnssec_hsm_tools() {
     scenario("opendnssec");
+}
+
+#[test]
+fn opendnssec_enforcer_and_signer() {
+    scenario("opendnssec-signer");
 }

@@ -42,3 +42,14 @@ ns1 IN A   192.0.2.1
 www IN A   192.0.2.80
 ZONE
 }
+# Two independent validators check a signed zone: ldns-verify-zone (ldnsutils) and BIND's
+# dnssec-verify (bind9-utils). Extra arguments go to dnssec-verify (e.g. -z when the zone has
+# no key with the SEP flag).
+verify_zone() { # signed-zone-file origin [dnssec-verify options]
+    local file=$1 origin=$2
+    shift 2
+    need ldns-verify-zone dnssec-verify
+    ldns-verify-zone "$file"
+    # Without the scenario's OPENSSL_CONF: BIND's crypto must not load the token's engine.
+    env -u OPENSSL_CONF dnssec-verify "$@" -o "$origin" "$file"
+}

@@ -1,7 +1,7 @@
 # Knot DNS 3.2 (knot, knot-dnssecutils): a PKCS#11 keystore on the token, keys made by keymgr
 # (Knot passes CKF_LIBRARY_CANT_CREATE_OS_THREADS, templates without class or key type, 20-byte
 # CKA_IDs, and asks C_Sign for lengths first), the zone signed by kzonesign; verified
-# independently by ldns-verify-zone.
+# independently by ldns-verify-zone and dnssec-verify.
 . "$(dirname "$0")/common.sh"
 need keymgr kzonesign ldns-verify-zone
 mkdir -p "$WORK/knot/db" "$WORK/knot/run" "$WORK/knot/zones" "$WORK/knot/signed"
@@ -39,5 +39,5 @@ pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 -O --type privkey
 kzonesign "${conf[@]}" -o "$WORK/knot/signed" example.org
 signed="$WORK/knot/signed/example.org.zone"
 grep -q "RRSIG" "$signed" || { echo "FAIL: the zone came out unsigned" >&2; exit 1; }
-ldns-verify-zone "$signed"
+verify_zone "$signed" example.org
 echo "e2e knot: keys on the token, zone signed by kzonesign and verified"

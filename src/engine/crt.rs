@@ -1,6 +1,8 @@
 //! RSA private-key operations on the IFMA kernel: per-key constants prepared once, two lanes
 //! (p and q) per signature, Garner recombination, all in constant time.
 
+#[cfg(target_arch = "x86_64")]
+pub use super::ifma::Kernel;
 use super::radix52::{self as r52, MASK52};
 use super::{strip_zeros, KeyComponents};
 use zeroize::{Zeroize, ZeroizeOnDrop};
@@ -70,10 +72,11 @@ fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
     let mut m = vec![0u64; limbs];
     r52::from_be_bytes(strip_zeros(prime), &mut m);
     let [_, rr, rrr] = powers_of_r(&m);
-    let e = strip_zeros(exp);
+    // Every byte of the exponent as stored, leading zeros included: skipping them would
+    // branch on its secret top bytes.
     let words = super::bit_len(prime).div_ceil(64);
-    let mut w = vec![0u64; words.max(e.len().div_ceil(8))];
-    for (i, &byte) in e.iter().rev().enumerate() {
+    let mut w = vec![0u64; words.max(exp.len().div_ceil(8))];
+    for (i, &byte) in exp.iter().rev().enumerate() {
         w[i / 8] |= (byte as u64) << (8 * (i % 8));
     }
     Half {
@@ -106,7 +109,7 @@ impl CrtKey {
         let p = half(&c.prime_1, &c.exponent_1, limbs);
         let q = half(&c.prime_2, &c.exponent_2, limbs);
         let mut qinv = vec![0u64; limbs];
-        r52::from_be_bytes(strip_zeros(&c.coefficient), &mut qinv);
+        r52::from_be_bytes(&c.coefficient, &mut qinv);
         let qinv_r = r52::reduce_once(&r52::amm(&qinv, &p.rr, &p.m, p.k0), &p.m);
         qinv.zeroize();
         let mut n = vec![0u64; 2 * limbs];
@@ -152,12 +155,21 @@ impl CrtKey {
 }
 
 /// Private-key operations of up to four signatures (eight lanes) that share a limb count,
-/// on the IFMA kernel. Results are not yet checked: the caller verifies before release.
+/// on the IFMA kernel. Each result comes with whether it passed the public-key check (it must
+/// not be released otherwise).
 #[cfg(target_arch = "x86_64")]
-/// Each result comes with whether it passed the public-key check (it must not be released
-/// otherwise).
 pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(zeroize::Zeroizing<Vec<u8>>, bool)> {
-    use super::ifma::{modexp, LaneInput};
+    let results = private_op_unchecked(Kernel::Avx512, jobs);
+    let verified = verify_batch(Kernel::Avx512, jobs, &results);
+    results.into_iter().zip(verified).collect()
+}
+
+/// The secret-dependent part of `private_op_batch` on the given build of the kernel: results
+/// not yet checked. Everything here is constant time in the key and the input (the valgrind
+/// check in tests/constant_time.rs runs it with both marked undefined).
+#[cfg(target_arch = "x86_64")]
+pub fn private_op_unchecked(kernel: Kernel, jobs: &[(&CrtKey, &[u8])]) -> Vec<zeroize::Zeroizing<Vec<u8>>> {
+    use super::ifma::{modexp_on, LaneInput};
     assert!(jobs.len() * 2 <= super::ifma::LANES);
     let limbs = jobs[0].0.limbs;
     assert!(jobs.iter().all(|(k, _)| k.limbs == limbs));
@@ -179,19 +191,19 @@ pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(zeroize::Zeroizing<Ve
     // The exponent length is public: the widest prime in the batch.
     let exp_bits = jobs.iter().map(|(k, _)| k.prime_bits).max().unwrap_or(0);
     let out: Vec<Vec<u64>> = match limbs {
-        10 => modexp::<10>(&lanes, exp_bits)
+        10 => modexp_on::<10>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        20 => modexp::<20>(&lanes, exp_bits)
+        20 => modexp_on::<20>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        30 => modexp::<30>(&lanes, exp_bits)
+        30 => modexp_on::<30>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        40 => modexp::<40>(&lanes, exp_bits)
+        40 => modexp_on::<40>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
@@ -202,20 +214,23 @@ pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(zeroize::Zeroizing<Ve
         .enumerate()
         .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
         .collect();
-    let verified = verify_batch(jobs, &results);
     for (lo, hi) in splits.iter_mut() {
         lo.zeroize();
         hi.zeroize();
     }
     let mut out = out;
     out.iter_mut().for_each(|v| v.zeroize());
-    results.into_iter().zip(verified).collect()
+    results
 }
 
 /// s^e mod n == input for every job, on the kernel at 2·L limbs.
 #[cfg(target_arch = "x86_64")]
-fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[zeroize::Zeroizing<Vec<u8>>]) -> Vec<bool> {
-    use super::ifma::{powmod_public, PublicLane};
+pub fn verify_batch(
+    kernel: Kernel,
+    jobs: &[(&CrtKey, &[u8])],
+    sigs: &[zeroize::Zeroizing<Vec<u8>>],
+) -> Vec<bool> {
+    use super::ifma::{powmod_public_on, PublicLane};
     let limbs = 2 * jobs[0].0.limbs;
     let bases: Vec<Vec<u64>> = sigs
         .iter()
@@ -237,19 +252,19 @@ fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[zeroize::Zeroizing<Vec<u8>>])
         })
         .collect();
     let back: Vec<Vec<u64>> = match limbs {
-        20 => powmod_public::<20>(&lanes)
+        20 => powmod_public_on::<20>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        40 => powmod_public::<40>(&lanes)
+        40 => powmod_public_on::<40>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        60 => powmod_public::<60>(&lanes)
+        60 => powmod_public_on::<60>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        80 => powmod_public::<80>(&lanes)
+        80 => powmod_public_on::<80>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
@@ -274,10 +289,17 @@ mod tests {
 
     #[test]
     fn kernel_matches_reference_for_every_size_and_batch_width() {
-        if !crate::engine::ifma::available() {
-            eprintln!("no AVX-512 IFMA on this CPU: nothing to compare");
-            return;
+        // The emulated build everywhere; the AVX-512 build where the CPU has it.
+        let mut kernels = vec![Kernel::Emulated];
+        if crate::engine::ifma::available() {
+            kernels.push(Kernel::Avx512);
         }
+        for kernel in kernels {
+            compare_with_reference(kernel);
+        }
+    }
+
+    fn compare_with_reference(kernel: Kernel) {
         for bits in [1024usize, 2048, 3072, 4096] {
             let keys: Vec<_> = (0..2).map(|_| key(bits)).collect();
             let crt: Vec<CrtKey> = keys.iter().map(|(c, _)| CrtKey::new(c).unwrap()).collect();
@@ -312,12 +334,18 @@ mod tests {
                         .enumerate()
                         .map(|(i, c)| (&crt[i % 2], c.as_slice()))
                         .collect();
-                    let got = private_op_batch(&jobs);
+                    let sigs = private_op_unchecked(kernel, &jobs);
+                    let checks = verify_batch(kernel, &jobs, &sigs);
+                    let got: Vec<_> = sigs.into_iter().zip(checks).collect();
                     for (i, c) in chunk.iter().enumerate() {
                         let reference = keys[i % 2].1.inner.private_op_checked(c, k);
                         // Inputs ≥ n (possible for the second key) are refused upstream.
                         if let Ok(r) = reference {
-                            assert_eq!(&got[i].0[..], &r[..], "RSA-{bits}, width {width}, input {i}");
+                            assert_eq!(
+                                &got[i].0[..],
+                                &r[..],
+                                "{kernel:?} RSA-{bits}, width {width}, input {i}"
+                            );
                             assert!(got[i].1, "RSA-{bits}: a correct result failed the kernel's check");
                             compared += 1;
                         }
@@ -327,10 +355,10 @@ mod tests {
             assert!(compared >= 28, "RSA-{bits}: only {compared} results compared");
             // A wrong result never passes the check.
             let input = &inputs[5];
-            let (mut sig, ok) = private_op_batch(&[(&crt[0], input.as_slice())]).remove(0);
-            assert!(ok);
+            let job = [(&crt[0], input.as_slice())];
+            let mut sig = private_op_unchecked(kernel, &job).remove(0);
             sig[k / 2] ^= 4;
-            assert_eq!(verify_batch(&[(&crt[0], input.as_slice())], &[sig]), vec![false]);
+            assert_eq!(verify_batch(kernel, &job, &[sig]), vec![false]);
         }
     }
 }

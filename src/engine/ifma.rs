@@ -21,8 +21,17 @@ pub fn available() -> bool {
         && std::is_x86_feature_detected!("avx512bw")
 }
 
-/// A register of 64-bit lanes with the IFMA operations the kernels use. Every method needs
-/// AVX-512 F, IFMA and VL: callers guarantee them (`available()`).
+/// Which build of the kernels runs: on AVX-512 IFMA registers, or emulated on plain 64-bit
+/// integers (the same algorithm, for machines without IFMA in tests, the fuzz target, and the
+/// valgrind constant-time check, which cannot execute AVX-512).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    Avx512,
+    Emulated,
+}
+
+/// A register of 64-bit lanes with the IFMA operations the kernels use. The methods of the
+/// AVX-512 types need AVX-512 F, IFMA and VL: callers guarantee them (`available()`).
 trait Simd: Copy {
     unsafe fn zero() -> Self;
     unsafe fn splat(x: u64) -> Self;
@@ -177,6 +186,76 @@ simd_impl!(
     _mm_mask_mov_epi64
 );
 
+/// Eight lanes in plain integers, branch-free like the instructions they stand for.
+#[derive(Clone, Copy)]
+struct Emu([u64; LANES]);
+
+impl Emu {
+    fn map(a: Self, f: impl Fn(usize, u64) -> u64) -> Self {
+        Emu(core::array::from_fn(|k| f(k, a.0[k])))
+    }
+}
+
+/// All ones when x != 0, else zero, without a branch. The optimisation barrier keeps LLVM from
+/// turning the masks that use it back into a select (a conditional move on secret data).
+#[inline]
+fn nonzero_mask(x: u64) -> u64 {
+    core::hint::black_box(((x | x.wrapping_neg()) >> 63).wrapping_neg())
+}
+
+impl Simd for Emu {
+    unsafe fn zero() -> Self {
+        Emu([0; LANES])
+    }
+    unsafe fn splat(x: u64) -> Self {
+        Emu([x; LANES])
+    }
+    unsafe fn load(p: *const u64) -> Self {
+        Emu(core::ptr::read(p as *const [u64; LANES]))
+    }
+    unsafe fn store(self, p: *mut u64) {
+        core::ptr::write(p as *mut [u64; LANES], self.0)
+    }
+    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
+        Emu::map(acc, |k, a| {
+            a.wrapping_add(((b.0[k] & MASK52) as u128 * (c.0[k] & MASK52) as u128) as u64 & MASK52)
+        })
+    }
+    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
+        Emu::map(acc, |k, a| {
+            a.wrapping_add((((b.0[k] & MASK52) as u128 * (c.0[k] & MASK52) as u128) >> 52) as u64)
+        })
+    }
+    unsafe fn add(a: Self, b: Self) -> Self {
+        Emu::map(a, |k, x| x.wrapping_add(b.0[k]))
+    }
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        Emu::map(a, |k, x| x.wrapping_sub(b.0[k]))
+    }
+    unsafe fn and(a: Self, b: Self) -> Self {
+        Emu::map(a, |k, x| x & b.0[k])
+    }
+    unsafe fn shr<const N: u32>(a: Self) -> Self {
+        Emu::map(a, |_, x| x >> N)
+    }
+    unsafe fn shr_var(a: Self, n: Self) -> Self {
+        // vpsrlvq: counts of 64 and more give zero.
+        Emu::map(a, |k, x| (x >> (n.0[k] & 63)) & !nonzero_mask(n.0[k] >> 6))
+    }
+    unsafe fn blend_eq(into: Self, x: Self, y: Self, b: Self) -> Self {
+        Emu::map(into, |k, i| {
+            let keep = nonzero_mask(x.0[k] ^ y.0[k]);
+            (i & keep) | (b.0[k] & !keep)
+        })
+    }
+    unsafe fn blend_nonzero(into: Self, x: Self, b: Self) -> Self {
+        Emu::map(into, |k, i| {
+            let take = nonzero_mask(x.0[k]);
+            (b.0[k] & take) | (i & !take)
+        })
+    }
+}
+
 /// One lane's work: `base^exp mod m` where base = `lo + hi·R` (each L limbs below R).
 pub struct LaneInput<'a> {
     pub lo: &'a [u64],
@@ -213,7 +292,12 @@ fn columns<const L: usize>(out: &[Row; L], n: usize) -> Vec<[u64; L]> {
 /// normalised limbs, on the narrowest register that holds them. `exp_bits` is public (the
 /// bit length of the moduli). Unused lanes compute on zeros modulo 1 and are ignored.
 pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
-    assert!(lanes.len() <= LANES && available());
+    modexp_on(Kernel::Avx512, lanes, exp_bits)
+}
+
+/// `modexp` on the given build of the kernel.
+pub fn modexp_on<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
+    assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
     let lo = rows::<L>(lanes, |l| l.lo);
     let hi = rows::<L>(lanes, |l| l.hi);
     let mut m = rows::<L>(lanes, |l| l.m);
@@ -235,12 +319,14 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64;
     }
     let mut out = [Row([0; LANES]); L];
     let args = (&lo, &hi, &m, &k0, &rr, &rrr, exp.as_slice(), exp_bits, &mut out);
-    // SAFETY: `available()` checked the CPU features the kernels are compiled for.
+    // SAFETY: `available()` checked the CPU features the AVX-512 build is compiled for; the
+    // emulated build needs none.
     unsafe {
-        match lanes.len() {
-            0..=2 => modexp_kernel::<Xmm, L>(args),
-            3..=4 => modexp_kernel::<Ymm, L>(args),
-            _ => modexp_kernel::<Zmm, L>(args),
+        match (kernel, lanes.len()) {
+            (Kernel::Emulated, _) => emulated::modexp_kernel::<Emu, L>(args),
+            (Kernel::Avx512, 0..=2) => avx512::modexp_kernel::<Xmm, L>(args),
+            (Kernel::Avx512, 3..=4) => avx512::modexp_kernel::<Ymm, L>(args),
+            (Kernel::Avx512, _) => avx512::modexp_kernel::<Zmm, L>(args),
         }
     }
     columns(&out, lanes.len())
@@ -258,9 +344,77 @@ type KernelArgs<'a, const L: usize> = (
     &'a mut [Row; L],
 );
 
+/// One lane of a public-key operation: `base^e mod n` (public data, variable time is fine).
+pub struct PublicLane<'a> {
+    pub base: &'a [u64],
+    pub n: &'a [u64],
+    pub k0: u64,
+    pub rr: &'a [u64],
+    pub e: u64,
+}
+
+/// Public-exponent exponentiation on up to eight lanes (signature checks): square and
+/// multiply over the bits of the exponents; lanes without a given bit keep their value.
+pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
+    powmod_public_on(Kernel::Avx512, lanes)
+}
+
+/// `powmod_public` on the given build of the kernel.
+pub fn powmod_public_on<const L: usize>(kernel: Kernel, lanes: &[PublicLane]) -> Vec<[u64; L]> {
+    assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
+    let mut base = [Row([0; LANES]); L];
+    let mut n = [Row([0; LANES]); L];
+    let mut rr = [Row([0; LANES]); L];
+    let mut k0 = Row([MASK52; LANES]);
+    let mut e = Row([0; LANES]);
+    for k in 0..LANES {
+        n[0].0[k] = 1;
+    }
+    for (k, lane) in lanes.iter().enumerate() {
+        for j in 0..L {
+            base[j].0[k] = lane.base.get(j).copied().unwrap_or(0);
+            n[j].0[k] = lane.n[j];
+            rr[j].0[k] = lane.rr[j];
+        }
+        k0.0[k] = lane.k0;
+        e.0[k] = lane.e;
+    }
+    let any = lanes.iter().fold(0, |a, l| a | l.e);
+    let mut out = [Row([0; LANES]); L];
+    let args = (&base, &n, &k0, &rr, &e, any, &mut out);
+    // SAFETY: as in `modexp_on`.
+    unsafe {
+        match (kernel, lanes.len()) {
+            (Kernel::Emulated, _) => emulated::powmod_public_kernel::<Emu, L>(args),
+            (Kernel::Avx512, 0..=2) => avx512::powmod_public_kernel::<Xmm, L>(args),
+            (Kernel::Avx512, 3..=4) => avx512::powmod_public_kernel::<Ymm, L>(args),
+            (Kernel::Avx512, _) => avx512::powmod_public_kernel::<Zmm, L>(args),
+        }
+    }
+    columns(&out, lanes.len())
+}
+
+type PublicArgs<'a, const L: usize> = (
+    &'a [Row; L],
+    &'a [Row; L],
+    &'a Row,
+    &'a [Row; L],
+    &'a Row,
+    u64,
+    &'a mut [Row; L],
+);
+
+/// The kernels, generic over the register type, compiled twice: for the AVX-512 registers with
+/// their target features, and for `Emu` without any (so the emulated build holds no AVX-512
+/// instruction and runs anywhere, valgrind included).
+macro_rules! kernels {
+    ($module:ident $(, #[$attr:meta])*) => {
+        mod $module {
+            use super::*;
+
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
+$(#[$attr])*
+pub(super) unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
     core::array::from_fn(|j| V::load(r[j].0.as_ptr()))
 }
 
@@ -268,8 +422,8 @@ unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
 /// one-limb shift of each row is folded into the q·m pass so the accumulator stays in
 /// registers.
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
+$(#[$attr])*
+pub(super) unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     // An over-aligned local makes LLVM realign this frame, so register spills land on
     // 64-byte boundaries instead of straddling cache lines.
     let mut align = Row([0; LANES]);
@@ -301,8 +455,8 @@ unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V
 }
 
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn normalise<V: Simd, const L: usize>(x: &mut [V; L]) {
+$(#[$attr])*
+pub(super) unsafe fn normalise<V: Simd, const L: usize>(x: &mut [V; L]) {
     let mask = V::splat(MASK52);
     for j in 0..L - 1 {
         let c = V::shr::<52>(x[j]);
@@ -313,8 +467,8 @@ unsafe fn normalise<V: Simd, const L: usize>(x: &mut [V; L]) {
 
 /// x − m if x ≥ m, else x, per lane, with masks.
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn reduce_once<V: Simd, const L: usize>(x: &[V; L], m: &[V; L]) -> [V; L] {
+$(#[$attr])*
+pub(super) unsafe fn reduce_once<V: Simd, const L: usize>(x: &[V; L], m: &[V; L]) -> [V; L] {
     let mask = V::splat(MASK52);
     let mut borrow = V::zero();
     let mut d = [borrow; L];
@@ -327,15 +481,15 @@ unsafe fn reduce_once<V: Simd, const L: usize>(x: &[V; L], m: &[V; L]) -> [V; L]
 }
 
 #[inline]
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn store<V: Simd, const L: usize>(r: &[V; L], out: &mut [Row; L]) {
+$(#[$attr])*
+pub(super) unsafe fn store<V: Simd, const L: usize>(r: &[V; L], out: &mut [Row; L]) {
     for j in 0..L {
         r[j].store(out[j].0.as_mut_ptr());
     }
 }
 
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_, L>) {
+$(#[$attr])*
+pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_, L>) {
     let (lo, hi, m, k0, rr, rrr, exp, exp_bits, out) = args;
     let m = load::<V, L>(m);
     let k0 = V::load(k0.0.as_ptr());
@@ -389,59 +543,9 @@ unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_, L>) {
     store(&r, out);
 }
 
-/// One lane of a public-key operation: `base^e mod n` (public data, variable time is fine).
-pub struct PublicLane<'a> {
-    pub base: &'a [u64],
-    pub n: &'a [u64],
-    pub k0: u64,
-    pub rr: &'a [u64],
-    pub e: u64,
-}
-
-/// Public-exponent exponentiation on up to eight lanes (signature checks): square and
-/// multiply over the bits of the exponents; lanes without a given bit keep their value.
-pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
-    assert!(lanes.len() <= LANES && available());
-    let mut base = [Row([0; LANES]); L];
-    let mut n = [Row([0; LANES]); L];
-    let mut rr = [Row([0; LANES]); L];
-    let mut k0 = Row([MASK52; LANES]);
-    let mut e = Row([0; LANES]);
-    for k in 0..LANES {
-        n[0].0[k] = 1;
-    }
-    for (k, lane) in lanes.iter().enumerate() {
-        for j in 0..L {
-            base[j].0[k] = lane.base.get(j).copied().unwrap_or(0);
-            n[j].0[k] = lane.n[j];
-            rr[j].0[k] = lane.rr[j];
-        }
-        k0.0[k] = lane.k0;
-        e.0[k] = lane.e;
-    }
-    let any = lanes.iter().fold(0, |a, l| a | l.e);
-    let mut out = [Row([0; LANES]); L];
-    // SAFETY: `available()` checked the CPU features.
-    unsafe {
-        match lanes.len() {
-            0..=2 => powmod_public_kernel::<Xmm, L>(&base, &n, &k0, &rr, &e, any, &mut out),
-            3..=4 => powmod_public_kernel::<Ymm, L>(&base, &n, &k0, &rr, &e, any, &mut out),
-            _ => powmod_public_kernel::<Zmm, L>(&base, &n, &k0, &rr, &e, any, &mut out),
-        }
-    }
-    columns(&out, lanes.len())
-}
-
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn powmod_public_kernel<V: Simd, const L: usize>(
-    base: &[Row; L],
-    n: &[Row; L],
-    k0: &Row,
-    rr: &[Row; L],
-    e: &Row,
-    any: u64,
-    out: &mut [Row; L],
-) {
+$(#[$attr])*
+pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicArgs<'_, L>) {
+    let (base, n, k0, rr, e, any, out) = args;
     let n = load::<V, L>(n);
     let (k0, e) = (V::load(k0.0.as_ptr()), V::load(e.0.as_ptr()));
     let zero = V::zero();
@@ -465,3 +569,9 @@ unsafe fn powmod_public_kernel<V: Simd, const L: usize>(
     let r = reduce_once(&amm(&acc, &one, &n, k0), &n);
     store(&r, out);
 }
+        }
+    };
+}
+
+kernels!(avx512, #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]);
+kernels!(emulated);

@@ -1,6 +1,7 @@
 //! Numbers in radix 2^52 (the IFMA limb size), scalar Montgomery arithmetic on them, and the
 //! per-prime constants the kernels need. Everything here runs in time independent of the
-//! values (fixed loops, masks instead of branches).
+//! values (fixed loops, masks instead of branches). Sums use wrapping operations: bounds are
+//! by construction, and the overflow checks of debug builds would be branches on secrets.
 
 pub const MASK52: u64 = (1 << 52) - 1;
 
@@ -51,23 +52,23 @@ pub fn amm(a: &[u64], b: &[u64], m: &[u64], k0: u64) -> Vec<u64> {
     let mut acc = vec![0u128; l + 1];
     for &ai in a.iter().take(l) {
         for j in 0..l {
-            acc[j] += ai as u128 * b[j] as u128;
+            acc[j] = acc[j].wrapping_add(ai as u128 * b[j] as u128);
         }
         let q = ((acc[0] as u64 & MASK52).wrapping_mul(k0)) & MASK52;
         for j in 0..l {
-            acc[j] += q as u128 * m[j] as u128;
+            acc[j] = acc[j].wrapping_add(q as u128 * m[j] as u128);
         }
         let carry = acc[0] >> 52;
         for j in 0..l {
             acc[j] = acc[j + 1];
         }
         acc[l] = 0;
-        acc[0] += carry;
+        acc[0] = acc[0].wrapping_add(carry);
         // Keep every column within 128 bits: push the high part one limb up.
         for j in 0..l {
             let c = acc[j] >> 52;
             acc[j] &= MASK52 as u128;
-            acc[j + 1] += c;
+            acc[j + 1] = acc[j + 1].wrapping_add(c);
         }
     }
     acc[..l].iter().map(|&x| x as u64).collect()
@@ -94,7 +95,7 @@ pub fn add(a: &[u64], b: &[u64]) -> Vec<u64> {
     a.iter()
         .zip(b)
         .map(|(&x, &y)| {
-            let t = x + y + carry;
+            let t = x.wrapping_add(y).wrapping_add(carry);
             carry = t >> 52;
             t & MASK52
         })
@@ -118,17 +119,17 @@ pub fn mul(a: &[u64], b: &[u64]) -> Vec<u64> {
     let mut acc = vec![0u128; a.len() + b.len() + 1];
     for (i, &x) in a.iter().enumerate() {
         for (j, &y) in b.iter().enumerate() {
-            acc[i + j] += x as u128 * y as u128;
+            acc[i + j] = acc[i + j].wrapping_add(x as u128 * y as u128);
         }
         // Bound the columns: at most 2^104 · len before this carry pass.
         let c = acc[i] >> 52;
         acc[i] &= MASK52 as u128;
-        acc[i + 1] += c;
+        acc[i + 1] = acc[i + 1].wrapping_add(c);
     }
     let mut out = vec![0u64; a.len() + b.len()];
     let mut carry = 0u128;
     for (k, o) in out.iter_mut().enumerate() {
-        let t = acc[k] + carry;
+        let t = acc[k].wrapping_add(carry);
         *o = (t as u64) & MASK52;
         carry = t >> 52;
     }

@@ -115,12 +115,17 @@ impl PreparedKey {
         if input.len() != self.modulus_len {
             return Err(EngineError::InputOutOfRange);
         }
-        STATS.operations.fetch_add(1, Ordering::Relaxed);
+        // Counted once each, after the range check, so operations equal batch slots on the
+        // kernel path.
+        #[allow(unused_mut)]
+        let mut counted = false;
         #[cfg(target_arch = "x86_64")]
         if let Some(fast) = self.fast.as_ref().filter(|_| kernel_enabled()) {
             if input >= self.modulus.as_slice() {
                 return Err(EngineError::InputOutOfRange);
             }
+            STATS.operations.fetch_add(1, Ordering::Relaxed);
+            counted = true;
             // The kernel checks s^e = input in the same batch; only checked results leave.
             let (out, verified) = scheduler().1.run(fast, input);
             if verified {
@@ -131,6 +136,9 @@ impl PreparedKey {
                 "RSA-{} kernel result failed its public-key check; withheld and recomputed on the portable path",
                 self.modulus_bits
             );
+        }
+        if !counted {
+            STATS.operations.fetch_add(1, Ordering::Relaxed);
         }
         for attempt in 0..2 {
             match self.inner.private_op_checked(input, self.modulus_len) {
@@ -301,21 +309,26 @@ pub fn scheduler() -> std::sync::Arc<(u64, scheduler::Scheduler)> {
     static SCHED: arc_swap::ArcSwapOption<(u64, scheduler::Scheduler)> =
         arc_swap::ArcSwapOption::const_empty();
     let generation = crate::fork::generation();
-    if let Some(s) = SCHED.load_full().filter(|s| s.0 == generation) {
-        return s;
+    // Lock-free, so a child forked while a parent thread was in here cannot deadlock, and one
+    // scheduler per generation however many threads race: only one compare-and-swap wins.
+    loop {
+        let current = SCHED.load_full();
+        if let Some(s) = current.as_ref().filter(|s| s.0 == generation) {
+            return s.clone();
+        }
+        let fresh = std::sync::Arc::new((generation, scheduler::Scheduler::new()));
+        let previous = SCHED.compare_and_swap(&current, Some(fresh.clone()));
+        let won = match (&*previous, &current) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if won {
+            // A scheduler from before a fork belongs to the parent: abandon it, never drop it.
+            std::mem::forget(arc_swap::Guard::into_inner(previous));
+            return fresh;
+        }
     }
-    // Threads racing here must agree on one scheduler: only the first swap wins.
-    static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-    let _g = INIT.try_lock_for(std::time::Duration::from_millis(100));
-    if let Some(s) = SCHED.load_full().filter(|s| s.0 == generation) {
-        return s;
-    }
-    let fresh = std::sync::Arc::new((generation, scheduler::Scheduler::new()));
-    if let Some(old) = SCHED.swap(Some(fresh.clone())) {
-        // A scheduler from before a fork belongs to the parent: abandon it, never drop it.
-        std::mem::forget(old);
-    }
-    fresh
 }
 
 /// Engine statistics for the vendor interface and `ferrohsm-util`.

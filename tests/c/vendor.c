@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
     printf("selftest_bad_slot_rv %lu\n", v->FERROHSM_SelfTest(999, &passed));
 
     double rate = 0;
-    printf("speed_rv %lu\n", v->FERROHSM_Speed(1024, 2, 300, &rate));
+    printf("speed_rv %lu\n", v->FERROHSM_Speed(1024, 8, 300, &rate));
     printf("speed_sign_per_s %.1f\n", rate);
     printf("speed_bad_size_rv %lu\n", v->FERROHSM_Speed(1000, 2, 300, &rate));
 

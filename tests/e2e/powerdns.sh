@@ -1,12 +1,13 @@
 # PowerDNS Authoritative 4.7 (pdns-server, pdns-tools, pdns-backend-sqlite3): the module is
-# registered with p11-kit (PowerDNS loads PKCS#11 modules through it by name), a key made on the
-# token is assigned to the zone with `pdnsutil hsm assign`, pdns_server signs the zone live; an
-# AXFR over loopback is verified independently by ldns-verify-zone and dnssec-verify.
-# (`pdnsutil hsm create-key` is not used: pdnsutil 4.7.3 writes past the end of its own
-# attribute array in Pkcs11Token::GenerateKeyPair, as valgrind shows, and then hands the
-# module a template one attribute longer than it built; with SoftHSM behind the same p11-kit
-# registration pdnsutil aborts in free() ("munmap_chunk(): invalid pointer"), with ferrohsm it
-# depends on the heap layout.)
+# registered with p11-kit (PowerDNS loads PKCS#11 modules through it by name); a key made on the
+# token is assigned to one zone with `pdnsutil hsm assign`, another zone gets its key from
+# `pdnsutil hsm create-key`; pdns_server signs both live, and AXFRs over loopback are verified
+# independently by ldns-verify-zone and dnssec-verify.
+# (pdnsutil 4.7.3's `hsm create-key` writes past the end of its own attribute array in
+# Pkcs11Token::GenerateKeyPair, as valgrind shows; with SoftHSM behind the same p11-kit
+# registration it then aborts in free() ("munmap_chunk(): invalid pointer"), with ferrohsm it
+# depends on the heap layout. The key is made either way; the scenario checks the key and the
+# zone it signs.)
 . "$(dirname "$0")/common.sh"
 need pdnsutil pdns_server sqlite3 dig ldns-verify-zone
 schema=/usr/share/doc/pdns-backend-sqlite3/schema.sqlite3.sql
@@ -47,6 +48,20 @@ grep -q "assigned to example.org" <<<"$out" || { echo "FAIL: pdnsutil hsm assign
 "${pdns[@]}" rectify-zone example.org >/dev/null
 show=$("${pdns[@]}" show-zone example.org 2>&1)
 grep -q "DNSKEY" <<<"$show" || { echo "FAIL: pdnsutil does not see the token key: $show" >&2; exit 1; }
+# The documented create-key flow on a second zone: assign a label, then let pdnsutil make the
+# key pair on the token. pdnsutil 4.7.3 corrupts its own heap in this command (see above) and may
+# abort on its way out, after the key is made: success is judged by the key on the token and the
+# zone it signs, not by pdnsutil's exit status.
+"${pdns[@]}" create-zone example.net ns1.example.net >/dev/null
+"${pdns[@]}" add-record example.net www A 192.0.2.81 >/dev/null
+out=$("${pdns[@]}" hsm assign example.net rsasha256 ksk "$modname" e2e 1234 pdnsnew 2>&1)
+keyid=$(grep -oE "assigned to example.net with key id [0-9]+" <<<"$out" | grep -oE "[0-9]+$" || true)
+[ -n "$keyid" ] || { echo "FAIL: pdnsutil hsm assign (create-key flow): $out" >&2; exit 1; }
+out=$("${pdns[@]}" hsm create-key example.net "$keyid" 2048 2>&1 || true)
+grep -q "Key of size 2048 created" <<<"$out" || { echo "FAIL: pdnsutil hsm create-key: $out" >&2; exit 1; }
+objs=$(pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 -O)
+[ "$(grep -c "label: *pdnsnew" <<<"$objs")" -eq 2 ] || { echo "FAIL: create-key made no key pair on the token: $objs" >&2; exit 1; }
+"${pdns[@]}" rectify-zone example.net >/dev/null
 pdns_server --config-dir="$WORK/pdns" >"$WORK/pdns/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 50); do
@@ -56,4 +71,7 @@ done
 dig @127.0.0.1 -p "$port" example.org AXFR +dnssec +nocmd +nostats > "$WORK/axfr.zone"
 grep -q "RRSIG" "$WORK/axfr.zone" || { echo "FAIL: no signatures in the AXFR: $(cat "$WORK/axfr.zone")" >&2; exit 1; }
 verify_zone "$WORK/axfr.zone" example.org -z  # one KSK signs everything: no ZSK
-echo "e2e powerdns: token key assigned with pdnsutil, live-signed zone verified"
+dig @127.0.0.1 -p "$port" example.net AXFR +dnssec +nocmd +nostats > "$WORK/axfr-net.zone"
+grep -q "RRSIG" "$WORK/axfr-net.zone" || { echo "FAIL: example.net unsigned: $(cat "$WORK/axfr-net.zone")" >&2; exit 1; }
+verify_zone "$WORK/axfr-net.zone" example.net -z
+echo "e2e powerdns: token keys assigned and created with pdnsutil, live-signed zones verified"

@@ -37,8 +37,8 @@ cat > "$WORK/ods/conf.xml" <<XML
   </Signer>
 </Configuration>
 XML
-sed -e 's|<Repository>SoftHSM</Repository>|<Repository>ferrohsm</Repository>|' /etc/opendnssec/kasp.xml > "$WORK/ods/kasp.xml"
-grep -q "<Policy name=\"lab\">" "$WORK/ods/kasp.xml" || { echo "FAIL: /etc/opendnssec/kasp.xml has no lab policy" >&2; exit 1; }
+sed -e 's|<Repository>SoftHSM</Repository>|<Repository>ferrohsm</Repository>|' /usr/share/opendnssec/kasp.xml > "$WORK/ods/kasp.xml"
+grep -q "<Policy name=\"lab\">" "$WORK/ods/kasp.xml" || { echo "FAIL: /usr/share/opendnssec/kasp.xml (opendnssec-common) has no lab policy" >&2; exit 1; }
 printf '<?xml version="1.0" encoding="UTF-8"?>\n<ZoneList>\n</ZoneList>\n' > "$WORK/ods/zonelist.xml"
 # What ods-enforcer-db-setup does, for a database outside /etc/opendnssec/conf.xml's reach.
 sqlite3 "$WORK/ods/kasp.db" < /usr/share/opendnssec/schema.sqlite

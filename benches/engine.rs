@@ -37,7 +37,7 @@ fn main() {
                 let t = Instant::now();
                 let mut n = 0;
                 while t.elapsed().as_secs_f64() < 1.0 {
-                    crt::private_op_batch(&jobs);
+                    crt::private_op_batch(crt::Kernel::Avx512, &jobs);
                     n += width;
                 }
                 line += &format!("  ifma x{width} {:8.0}/s", n as f64 / t.elapsed().as_secs_f64());

@@ -155,12 +155,15 @@ impl CrtKey {
 }
 
 /// Private-key operations of up to four signatures (eight lanes) that share a limb count,
-/// on the IFMA kernel. Each result comes with whether it passed the public-key check (it must
-/// not be released otherwise).
+/// on the given build of the kernel. Each result comes with whether it passed the public-key
+/// check (it must not be released otherwise).
 #[cfg(target_arch = "x86_64")]
-pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(zeroize::Zeroizing<Vec<u8>>, bool)> {
-    let results = private_op_unchecked(Kernel::Avx512, jobs);
-    let verified = verify_batch(Kernel::Avx512, jobs, &results);
+pub fn private_op_batch(
+    kernel: Kernel,
+    jobs: &[(&CrtKey, &[u8])],
+) -> Vec<(zeroize::Zeroizing<Vec<u8>>, bool)> {
+    let results = private_op_unchecked(kernel, jobs);
+    let verified = verify_batch(kernel, jobs, &results);
     results.into_iter().zip(verified).collect()
 }
 
@@ -169,7 +172,7 @@ pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(zeroize::Zeroizing<Ve
 /// check in tests/constant_time.rs runs it with both marked undefined).
 #[cfg(target_arch = "x86_64")]
 pub fn private_op_unchecked(kernel: Kernel, jobs: &[(&CrtKey, &[u8])]) -> Vec<zeroize::Zeroizing<Vec<u8>>> {
-    use super::ifma::{modexp_on, LaneInput};
+    use super::ifma::{modexp, LaneInput};
     assert!(jobs.len() * 2 <= super::ifma::LANES);
     let limbs = jobs[0].0.limbs;
     assert!(jobs.iter().all(|(k, _)| k.limbs == limbs));
@@ -191,19 +194,19 @@ pub fn private_op_unchecked(kernel: Kernel, jobs: &[(&CrtKey, &[u8])]) -> Vec<ze
     // The exponent length is public: the widest prime in the batch.
     let exp_bits = jobs.iter().map(|(k, _)| k.prime_bits).max().unwrap_or(0);
     let out: Vec<Vec<u64>> = match limbs {
-        10 => modexp_on::<10>(kernel, &lanes, exp_bits)
+        10 => modexp::<10>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        20 => modexp_on::<20>(kernel, &lanes, exp_bits)
+        20 => modexp::<20>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        30 => modexp_on::<30>(kernel, &lanes, exp_bits)
+        30 => modexp::<30>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        40 => modexp_on::<40>(kernel, &lanes, exp_bits)
+        40 => modexp::<40>(kernel, &lanes, exp_bits)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
@@ -230,7 +233,7 @@ pub fn verify_batch(
     jobs: &[(&CrtKey, &[u8])],
     sigs: &[zeroize::Zeroizing<Vec<u8>>],
 ) -> Vec<bool> {
-    use super::ifma::{powmod_public_on, PublicLane};
+    use super::ifma::{powmod_public, PublicLane};
     let limbs = 2 * jobs[0].0.limbs;
     let bases: Vec<Vec<u64>> = sigs
         .iter()
@@ -252,19 +255,19 @@ pub fn verify_batch(
         })
         .collect();
     let back: Vec<Vec<u64>> = match limbs {
-        20 => powmod_public_on::<20>(kernel, &lanes)
+        20 => powmod_public::<20>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        40 => powmod_public_on::<40>(kernel, &lanes)
+        40 => powmod_public::<40>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        60 => powmod_public_on::<60>(kernel, &lanes)
+        60 => powmod_public::<60>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
-        80 => powmod_public_on::<80>(kernel, &lanes)
+        80 => powmod_public::<80>(kernel, &lanes)
             .into_iter()
             .map(|x| x.to_vec())
             .collect(),
@@ -334,9 +337,7 @@ mod tests {
                         .enumerate()
                         .map(|(i, c)| (&crt[i % 2], c.as_slice()))
                         .collect();
-                    let sigs = private_op_unchecked(kernel, &jobs);
-                    let checks = verify_batch(kernel, &jobs, &sigs);
-                    let got: Vec<_> = sigs.into_iter().zip(checks).collect();
+                    let got = private_op_batch(kernel, &jobs);
                     for (i, c) in chunk.iter().enumerate() {
                         let reference = keys[i % 2].1.inner.private_op_checked(c, k);
                         // Inputs ≥ n (possible for the second key) are refused upstream.

@@ -291,12 +291,7 @@ fn columns<const L: usize>(out: &[Row; L], n: usize) -> Vec<[u64; L]> {
 /// Runs the lanes (at most 8) and returns `base^exp mod m` per lane, fully reduced, as L
 /// normalised limbs, on the narrowest register that holds them. `exp_bits` is public (the
 /// bit length of the moduli). Unused lanes compute on zeros modulo 1 and are ignored.
-pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
-    modexp_on(Kernel::Avx512, lanes, exp_bits)
-}
-
-/// `modexp` on the given build of the kernel.
-pub fn modexp_on<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
+pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
     assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
     let lo = rows::<L>(lanes, |l| l.lo);
     let hi = rows::<L>(lanes, |l| l.hi);
@@ -355,12 +350,7 @@ pub struct PublicLane<'a> {
 
 /// Public-exponent exponentiation on up to eight lanes (signature checks): square and
 /// multiply over the bits of the exponents; lanes without a given bit keep their value.
-pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
-    powmod_public_on(Kernel::Avx512, lanes)
-}
-
-/// `powmod_public` on the given build of the kernel.
-pub fn powmod_public_on<const L: usize>(kernel: Kernel, lanes: &[PublicLane]) -> Vec<[u64; L]> {
+pub fn powmod_public<const L: usize>(kernel: Kernel, lanes: &[PublicLane]) -> Vec<[u64; L]> {
     assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
     let mut base = [Row([0; LANES]); L];
     let mut n = [Row([0; LANES]); L];
@@ -382,7 +372,7 @@ pub fn powmod_public_on<const L: usize>(kernel: Kernel, lanes: &[PublicLane]) ->
     let any = lanes.iter().fold(0, |a, l| a | l.e);
     let mut out = [Row([0; LANES]); L];
     let args = (&base, &n, &k0, &rr, &e, any, &mut out);
-    // SAFETY: as in `modexp_on`.
+    // SAFETY: as in `modexp`.
     unsafe {
         match (kernel, lanes.len()) {
             (Kernel::Emulated, _) => emulated::powmod_public_kernel::<Emu, L>(args),

@@ -112,20 +112,13 @@ impl PreparedKey {
     /// The private-key operation (RSASP1/RSADP) on a `modulus_len()`-byte input, checked with
     /// the public exponent before the result is released.
     pub fn private_op(&self, input: &[u8]) -> Result<Zeroizing<Vec<u8>>, EngineError> {
-        if input.len() != self.modulus_len {
+        if input.len() != self.modulus_len || input >= self.modulus.as_slice() {
             return Err(EngineError::InputOutOfRange);
         }
-        // Counted once each, after the range check, so operations equal batch slots on the
-        // kernel path.
-        #[allow(unused_mut)]
-        let mut counted = false;
+        // Counted after the range check, so on the kernel path operations equal batch slots.
+        STATS.operations.fetch_add(1, Ordering::Relaxed);
         #[cfg(target_arch = "x86_64")]
         if let Some(fast) = self.fast.as_ref().filter(|_| kernel_enabled()) {
-            if input >= self.modulus.as_slice() {
-                return Err(EngineError::InputOutOfRange);
-            }
-            STATS.operations.fetch_add(1, Ordering::Relaxed);
-            counted = true;
             // The kernel checks s^e = input in the same batch; only checked results leave.
             let (out, verified) = scheduler().1.run(fast, input);
             if verified {
@@ -136,9 +129,6 @@ impl PreparedKey {
                 "RSA-{} kernel result failed its public-key check; withheld and recomputed on the portable path",
                 self.modulus_bits
             );
-        }
-        if !counted {
-            STATS.operations.fetch_add(1, Ordering::Relaxed);
         }
         for attempt in 0..2 {
             match self.inner.private_op_checked(input, self.modulus_len) {

@@ -4,7 +4,7 @@
 //! pass the kernel's own public-key check.
 #![no_main]
 
-use ferrohsm::engine::crt::{private_op_unchecked, verify_batch, CrtKey, Kernel};
+use ferrohsm::engine::crt::{private_op_batch, CrtKey, Kernel};
 use ferrohsm::engine::{generate, ifma, KeyComponents, PreparedKey};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
@@ -51,20 +51,29 @@ fn job(chunk: &[u8], size: usize) -> Option<(usize, Vec<u8>)> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&head, body)) = data.split_first() else { return };
+    let Some((&head, body)) = data.split_first() else {
+        return;
+    };
     let size = (head & 3) as usize;
     let width = 1 + (head >> 2 & 3) as usize;
     let chunk_len = body.len().div_ceil(width).max(1);
-    let jobs: Vec<(usize, Vec<u8>)> = body.chunks(chunk_len).filter_map(|c| job(c, size)).take(4).collect();
+    let jobs: Vec<(usize, Vec<u8>)> = body
+        .chunks(chunk_len)
+        .filter_map(|c| job(c, size))
+        .take(4)
+        .collect();
     if jobs.is_empty() {
         return;
     }
     let keys = keys();
-    let kernel = if ifma::available() { Kernel::Avx512 } else { Kernel::Emulated };
+    let kernel = if ifma::available() {
+        Kernel::Avx512
+    } else {
+        Kernel::Emulated
+    };
     let batch: Vec<(&CrtKey, &[u8])> = jobs.iter().map(|(i, m)| (&keys[*i].2, m.as_slice())).collect();
-    let sigs = private_op_unchecked(kernel, &batch);
-    let checks = verify_batch(kernel, &batch, &sigs);
-    for ((i, m), (sig, ok)) in jobs.iter().zip(sigs.iter().zip(checks)) {
+    let results = private_op_batch(kernel, &batch);
+    for ((i, m), (sig, ok)) in jobs.iter().zip(results) {
         let reference = keys[*i].1.private_op_portable(m).unwrap();
         assert_eq!(&sig[..], &reference[..], "key {i}, message {m:02x?}");
         assert!(ok, "a correct result failed the kernel's check");

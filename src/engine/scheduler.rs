@@ -13,6 +13,8 @@ use zeroize::Zeroizing;
 
 /// Signatures per kernel call: two lanes (p and q) each in eight lanes.
 pub const MAX_BATCH: usize = super::ifma::LANES / 2;
+/// Batches a combiner runs in a row before it returns to its own caller.
+const MAX_ROUNDS: usize = 4;
 
 struct Job {
     key: Arc<CrtKey>,
@@ -64,23 +66,21 @@ impl Scheduler {
             }
             if guard.combiners < self.max_combiners && !guard.pending.is_empty() {
                 guard.combiners += 1;
-                let n = guard.pending.len().min(MAX_BATCH);
-                let batch: Vec<Arc<Job>> = guard.pending.drain(..n).collect();
-                drop(guard);
-                // A panic in the kernel must not strand the jobs of other threads: they get an
-                // unverified result, so their callers recompute on the portable path.
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(&batch))).is_err() {
-                    log::error!("kernel batch failed; its operations fall back to the portable path");
-                    for j in &batch {
-                        let mut r = j.result.lock();
-                        if r.is_none() {
-                            *r = Some((Zeroizing::new(Vec::new()), false));
-                        }
-                        drop(r);
-                        j.done.notify_one();
+                let mut rounds = 0;
+                loop {
+                    let n = guard.pending.len().min(MAX_BATCH);
+                    let batch: Vec<Arc<Job>> = guard.pending.drain(..n).collect();
+                    drop(guard);
+                    self.execute_guarded(&batch);
+                    guard = q.lock();
+                    rounds += 1;
+                    // Keep the slot while full batches wait (up to a bound, so this caller's
+                    // own result is not held back long): handing it to a parked thread costs
+                    // a wake-up, and the core idles until that thread runs.
+                    if guard.pending.len() < MAX_BATCH || rounds >= MAX_ROUNDS {
+                        break;
                     }
                 }
-                guard = q.lock();
                 guard.combiners -= 1;
                 // Hand the combiner slot to a parked owner if work is left.
                 if let Some(next) = guard.pending.front() {
@@ -99,6 +99,22 @@ impl Scheduler {
                 }
                 drop(result);
                 guard = q.lock();
+            }
+        }
+    }
+
+    /// Runs a batch; a panic in the kernel must not strand the jobs of other threads: they
+    /// get an unverified result, so their callers recompute on the portable path.
+    fn execute_guarded(&self, batch: &[Arc<Job>]) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(batch))).is_err() {
+            log::error!("kernel batch failed; its operations fall back to the portable path");
+            for j in batch {
+                let mut r = j.result.lock();
+                if r.is_none() {
+                    *r = Some((Zeroizing::new(Vec::new()), false));
+                }
+                drop(r);
+                j.done.notify_one();
             }
         }
     }

@@ -82,8 +82,11 @@ impl Scheduler {
                     }
                 }
                 guard.combiners -= 1;
-                // Hand the combiner slot to a parked owner if work is left.
+                // Hand the combiner slot to a parked owner if work is left. Its result lock is
+                // taken first: an owner that saw no free slot holds that lock until it waits,
+                // so the wake-up cannot fall between its check and its wait.
                 if let Some(next) = guard.pending.front() {
+                    let _parked = next.result.lock();
                     next.done.notify_one();
                 }
                 continue;
@@ -92,8 +95,10 @@ impl Scheduler {
             let mut result = job.result.lock();
             if result.is_none() {
                 drop(guard);
+                // No wake-up is lost (see the hand-over above); the timeout is a safety net
+                // only, long enough not to cost a context switch per job.
                 job.done
-                    .wait_for(&mut result, std::time::Duration::from_millis(2));
+                    .wait_for(&mut result, std::time::Duration::from_millis(50));
                 if let Some(r) = result.take() {
                     return r;
                 }

@@ -62,8 +62,9 @@ fn openssl_speed(bits: u64, seconds: f64, cores: usize) -> Option<f64> {
     line.split_whitespace().nth(5)?.parse().ok()
 }
 
-/// The engine statistics of the loaded module, through its vendor API.
-fn mean_batch_fill(module: &Path) -> Option<f64> {
+/// Kernel calls so far by the number of signatures they carried, from the loaded module's
+/// vendor API (None without the IFMA kernel).
+fn engine_batches(module: &Path) -> Option<[u64; 4]> {
     #[repr(C)]
     struct Stats {
         kernel: std::ffi::c_ulong,
@@ -79,8 +80,17 @@ fn mean_batch_fill(module: &Path) -> Option<f64> {
         let f: libloading::Symbol<unsafe extern "C" fn(*mut Stats) -> std::ffi::c_ulong> =
             lib.get(b"FERROHSM_GetEngineStats").ok()?;
         let mut s: Stats = std::mem::zeroed();
-        (f(&mut s) == 0 && s.kernel == 1).then_some(s.mean_batch_fill)
+        (f(&mut s) == 0 && s.kernel == 1).then(|| s.batches.map(u64::from))
     }
+}
+
+/// Signatures per kernel call, from kernel calls counted by batch size.
+fn mean_fill(batches: [u64; 4]) -> Option<f64> {
+    let (calls, sigs) = (0..4).fold((0, 0), |(c, s), i| {
+        let n = batches[i];
+        (c + n, s + n * (i as u64 + 1))
+    });
+    (calls > 0).then(|| sigs as f64 / calls as f64)
 }
 
 const PIN: &str = "speed-test-pin";
@@ -198,6 +208,10 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         a.mechanism
     );
     let mut rows = vec![];
+    let module_path = module::module_path(m)?;
+    // Batch fill of the multi-threaded signing runs only (the single-thread and verify runs
+    // would dilute it).
+    let mut sign_batches = [0u64; 4];
     for &bits in &a.sizes {
         eprint!("measuring RSA-{bits} ...                 \r");
         let public = [
@@ -229,7 +243,13 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
             s.verify(&mech, pubk, &message, &signature)
                 .map_err(|e| explain("verify", e))
         };
+        let before = engine_batches(&module_path);
         let sign_all = measure(&p, slot, threads, a.seconds, &sign)?;
+        if let (Some(b), Some(e)) = (before, engine_batches(&module_path)) {
+            for i in 0..4 {
+                sign_batches[i] += e[i].saturating_sub(b[i]);
+            }
+        }
         let verify_all = measure(&p, slot, threads, a.seconds, &verify)?;
         let sign_one = measure(&p, slot, 1, a.seconds / 2.0, &sign)?;
         let openssl = if a.compare_openssl {
@@ -247,7 +267,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         });
     }
     eprint!("                                        \r");
-    let fill = mean_batch_fill(&module::module_path(m)?);
+    let fill = mean_fill(sign_batches);
     if a.json {
         print_json(&rows, &a, cores, threads, fill);
         return Ok(());
@@ -287,7 +307,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         );
     }
     if let Some(f) = fill {
-        println!("mean batch fill: {f:.2} signatures per kernel call");
+        println!("mean batch fill ({threads}-thread signing): {f:.2} signatures per kernel call");
     }
     println!("CPU: {}; cores: {cores}; client threads: {threads}", cpu_model());
     Ok(())

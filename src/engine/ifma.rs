@@ -66,7 +66,7 @@ trait Simd: Copy {
 macro_rules! simd_impl {
     ($name:ident, $t:ty, $lanes:expr, $zero:ident, $set1:ident, $load:ident, $store:ident,
      $lo:ident, $hi:ident, $add:ident, $sub:ident, $and:ident, $srlv:ident,
-     $cmpeq:ident, $cmpneq:ident, $movmask:ident, $reg:ident) => {
+     $cmpeq:ident, $cmpneq:ident, $movmask:ident, $m:literal) => {
         // $lanes lanes of 64 bits.
         #[derive(Clone, Copy)]
         struct $name($t);
@@ -101,7 +101,7 @@ macro_rules! simd_impl {
             #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
             unsafe fn madd_lo_reg(acc: Self, b: Self, c: Self) -> Self {
                 let mut r = acc.0;
-                core::arch::asm!("vpmadd52luq {a}, {b}, {c}", a = inout($reg) r, b = in($reg) b.0, c = in($reg) c.0, options(pure, nomem, nostack));
+                core::arch::asm!(concat!("vpmadd52luq {a:", $m, "}, {b:", $m, "}, {c:", $m, "}"), a = inout(zmm_reg) r, b = in(zmm_reg) b.0, c = in(zmm_reg) c.0, options(pure, nomem, nostack));
                 $name(r)
             }
             #[inline]
@@ -113,7 +113,7 @@ macro_rules! simd_impl {
             #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
             unsafe fn madd_hi_reg(acc: Self, b: Self, c: Self) -> Self {
                 let mut r = acc.0;
-                core::arch::asm!("vpmadd52huq {a}, {b}, {c}", a = inout($reg) r, b = in($reg) b.0, c = in($reg) c.0, options(pure, nomem, nostack));
+                core::arch::asm!(concat!("vpmadd52huq {a:", $m, "}, {b:", $m, "}, {c:", $m, "}"), a = inout(zmm_reg) r, b = in(zmm_reg) b.0, c = in(zmm_reg) c.0, options(pure, nomem, nostack));
                 $name(r)
             }
             #[inline]
@@ -172,7 +172,7 @@ simd_impl!(
     _mm512_cmpeq_epi64_mask,
     _mm512_cmpneq_epi64_mask,
     _mm512_mask_mov_epi64,
-    zmm_reg
+    "z"
 );
 simd_impl!(
     Ymm,
@@ -191,7 +191,7 @@ simd_impl!(
     _mm256_cmpeq_epi64_mask,
     _mm256_cmpneq_epi64_mask,
     _mm256_mask_mov_epi64,
-    ymm_reg
+    "y"
 );
 simd_impl!(
     Xmm,
@@ -210,7 +210,7 @@ simd_impl!(
     _mm_cmpeq_epi64_mask,
     _mm_cmpneq_epi64_mask,
     _mm_mask_mov_epi64,
-    xmm_reg
+    "x"
 );
 
 /// Eight lanes in plain integers, branch-free like the instructions they stand for.

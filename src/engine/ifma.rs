@@ -710,3 +710,89 @@ pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicA
 
 kernels!(avx512, #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]);
 kernels!(emulated);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::radix52;
+
+    /// Moduli shaped like the kernels' (the prime 16 bits short of R) and inputs across the
+    /// whole range an AMM accepts (below 2m), edges included: 0, 1, m − 1, m, 2m − 1.
+    fn operands<const L: usize>(seed: u64) -> ([Row; L], [Row; L], Row) {
+        let mut x = seed | 1;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x & MASK52
+        };
+        let (mut m, mut a, mut k0) = ([Row([0; LANES]); L], [Row([0; LANES]); L], Row([0; LANES]));
+        for k in 0..LANES {
+            let mut ml: Vec<u64> = (0..L).map(|_| rnd()).collect();
+            ml[0] |= 1;
+            ml[L - 1] = (ml[L - 1] >> 16) | 1 << 35;
+            let mut al: Vec<u64> = (0..L).map(|_| rnd()).collect();
+            al[L - 1] >>= 15; // below 2m
+            let one: Vec<u64> = (0..L).map(|j| (j == 0) as u64).collect();
+            match k {
+                0 => al = vec![0; L],
+                1 => al = one,
+                2 => al = radix52::sub(&ml, &one).0,
+                3 => al = ml.clone(),
+                4 => al = radix52::sub(&radix52::add(&ml, &ml), &one).0,
+                _ => {}
+            }
+            for j in 0..L {
+                m[j].0[k] = ml[j];
+                a[j].0[k] = al[j];
+            }
+            k0.0[k] = radix52::mont_k0(ml[0]);
+        }
+        (m, a, k0)
+    }
+
+    fn lane<const L: usize>(r: &[Row; L], k: usize) -> Vec<u64> {
+        (0..L).map(|j| r[j].0[k]).collect()
+    }
+
+    macro_rules! check {
+        ($module:ident, $v:ty, $lanes:expr, $l:literal) => {{
+            for seed in 1..4u64 {
+                let (m, a, k0) = operands::<$l>(seed * 0x9e37_79b9);
+                let (mut sq, mut mul) = ([Row([0; LANES]); $l], [Row([0; LANES]); $l]);
+                // SAFETY: the AVX-512 build runs only where `available()` said so.
+                unsafe {
+                    let (mv, av) = ($module::load::<$v, $l>(&m), $module::load::<$v, $l>(&a));
+                    let k0v = <$v>::load(k0.0.as_ptr());
+                    $module::store(&$module::sqr(&av, &mv, k0v), &mut sq);
+                    $module::store(&$module::amm(&av, &av, &mv, k0v), &mut mul);
+                }
+                for k in 0..$lanes {
+                    let (ml, al) = (lane(&m, k), lane(&a, k));
+                    let reference = radix52::amm(&al, &al, &ml, k0.0[k]);
+                    let what = concat!(stringify!($module), " ", stringify!($v), " L=", $l);
+                    assert_eq!(lane(&sq, k), reference, "{what} sqr, lane {k}, seed {seed}");
+                    assert_eq!(lane(&mul, k), reference, "{what} amm, lane {k}, seed {seed}");
+                }
+            }
+        }};
+    }
+
+    #[test]
+    fn squaring_and_multiplication_match_the_scalar_amm() {
+        check!(emulated, Emu, 8, 10);
+        check!(emulated, Emu, 8, 20);
+        check!(emulated, Emu, 8, 30);
+        check!(emulated, Emu, 8, 40);
+        if !available() {
+            eprintln!("no AVX-512 IFMA here: only the emulated build checked");
+            return;
+        }
+        check!(avx512, Xmm, 2, 10);
+        check!(avx512, Ymm, 4, 20);
+        check!(avx512, Zmm, 8, 20);
+        check!(avx512, Xmm, 2, 30);
+        check!(avx512, Zmm, 8, 40);
+        check!(avx512, Ymm, 4, 40);
+    }
+}

@@ -301,7 +301,7 @@ pub struct LaneInput<'a> {
 #[repr(C, align(64))]
 struct Row([u64; LANES]);
 
-fn rows<'a, const L: usize>(lanes: &[LaneInput<'a>], pick: impl Fn(&LaneInput<'a>) -> &'a [u64]) -> [Row; L] {
+fn rows<'a, T, const L: usize>(lanes: &[T], pick: impl Fn(&T) -> &'a [u64]) -> [Row; L] {
     let mut out = [Row([0; LANES]); L];
     for (k, lane) in lanes.iter().enumerate() {
         for (j, &v) in pick(lane).iter().take(L).enumerate() {
@@ -315,16 +315,33 @@ fn columns<const L: usize>(out: &[Row; L], n: usize) -> Vec<[u64; L]> {
     (0..n).map(|k| core::array::from_fn(|j| out[j].0[k])).collect()
 }
 
+/// Calls a kernel in the build `$kernel` names, on the narrowest register that holds `$lanes`
+/// lanes (the emulated build always has eight).
+macro_rules! by_width {
+    ($kernel:expr, $lanes:expr, $f:ident::<$l:ident>($args:expr)) => {
+        // SAFETY: callers checked `available()` for the AVX-512 build; the emulated build needs
+        // no CPU feature.
+        unsafe {
+            match ($kernel, $lanes) {
+                (Kernel::Emulated, _) => emulated::$f::<Emu, $l>($args),
+                (Kernel::Avx512, 0..=2) => avx512::$f::<Xmm, $l>($args),
+                (Kernel::Avx512, 3..=4) => avx512::$f::<Ymm, $l>($args),
+                (Kernel::Avx512, _) => avx512::$f::<Zmm, $l>($args),
+            }
+        }
+    };
+}
+
 /// Runs the lanes (at most 8) and returns `base^exp mod m` per lane, fully reduced, as L
 /// normalised limbs, on the narrowest register that holds them. `exp_bits` is public (the
 /// bit length of the moduli). Unused lanes compute on zeros modulo 1 and are ignored.
 pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
     assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
-    let lo = rows::<L>(lanes, |l| l.lo);
-    let hi = rows::<L>(lanes, |l| l.hi);
-    let mut m = rows::<L>(lanes, |l| l.m);
-    let rr = rows::<L>(lanes, |l| l.rr);
-    let rrr = rows::<L>(lanes, |l| l.rrr);
+    let lo = rows::<_, L>(lanes, |l| l.lo);
+    let hi = rows::<_, L>(lanes, |l| l.hi);
+    let mut m = rows::<_, L>(lanes, |l| l.m);
+    let rr = rows::<_, L>(lanes, |l| l.rr);
+    let rrr = rows::<_, L>(lanes, |l| l.rrr);
     let mut k0 = Row([MASK52; LANES]);
     for k in 0..LANES {
         match lanes.get(k) {
@@ -341,16 +358,7 @@ pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usi
     }
     let mut out = [Row([0; LANES]); L];
     let args = (&lo, &hi, &m, &k0, &rr, &rrr, exp.as_slice(), exp_bits, &mut out);
-    // SAFETY: `available()` checked the CPU features the AVX-512 build is compiled for; the
-    // emulated build needs none.
-    unsafe {
-        match (kernel, lanes.len()) {
-            (Kernel::Emulated, _) => emulated::modexp_kernel::<Emu, L>(args),
-            (Kernel::Avx512, 0..=2) => avx512::modexp_kernel::<Xmm, L>(args),
-            (Kernel::Avx512, 3..=4) => avx512::modexp_kernel::<Ymm, L>(args),
-            (Kernel::Avx512, _) => avx512::modexp_kernel::<Zmm, L>(args),
-        }
-    }
+    by_width!(kernel, lanes.len(), modexp_kernel::<L>(args));
     columns(&out, lanes.len())
 }
 
@@ -379,35 +387,21 @@ pub struct PublicLane<'a> {
 /// multiply over the bits of the exponents; lanes without a given bit keep their value.
 pub fn powmod_public<const L: usize>(kernel: Kernel, lanes: &[PublicLane]) -> Vec<[u64; L]> {
     assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
-    let mut base = [Row([0; LANES]); L];
-    let mut n = [Row([0; LANES]); L];
-    let mut rr = [Row([0; LANES]); L];
+    let base = rows::<_, L>(lanes, |l| l.base);
+    let mut n = rows::<_, L>(lanes, |l| l.n);
+    let rr = rows::<_, L>(lanes, |l| l.rr);
     let mut k0 = Row([MASK52; LANES]);
     let mut e = Row([0; LANES]);
     for k in 0..LANES {
-        n[0].0[k] = 1;
-    }
-    for (k, lane) in lanes.iter().enumerate() {
-        for j in 0..L {
-            base[j].0[k] = lane.base.get(j).copied().unwrap_or(0);
-            n[j].0[k] = lane.n[j];
-            rr[j].0[k] = lane.rr[j];
+        match lanes.get(k) {
+            Some(l) => (k0.0[k], e.0[k]) = (l.k0, l.e),
+            None => n[0].0[k] = 1,
         }
-        k0.0[k] = lane.k0;
-        e.0[k] = lane.e;
     }
     let any = lanes.iter().fold(0, |a, l| a | l.e);
     let mut out = [Row([0; LANES]); L];
     let args = (&base, &n, &k0, &rr, &e, any, &mut out);
-    // SAFETY: as in `modexp`.
-    unsafe {
-        match (kernel, lanes.len()) {
-            (Kernel::Emulated, _) => emulated::powmod_public_kernel::<Emu, L>(args),
-            (Kernel::Avx512, 0..=2) => avx512::powmod_public_kernel::<Xmm, L>(args),
-            (Kernel::Avx512, 3..=4) => avx512::powmod_public_kernel::<Ymm, L>(args),
-            (Kernel::Avx512, _) => avx512::powmod_public_kernel::<Zmm, L>(args),
-        }
-    }
+    by_width!(kernel, lanes.len(), powmod_public_kernel::<L>(args));
     columns(&out, lanes.len())
 }
 

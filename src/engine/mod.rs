@@ -333,21 +333,30 @@ pub struct EngineStatsSnapshot {
 
 pub fn stats() -> EngineStatsSnapshot {
     #[cfg(target_arch = "x86_64")]
-    let (batches, fill) = {
+    let batches: [u64; 4] = {
         let s = scheduler();
-        let b: [u64; 4] = core::array::from_fn(|i| s.1.batches[i].load(Ordering::Relaxed));
-        (b, s.1.mean_fill())
+        core::array::from_fn(|i| s.1.batches[i].load(Ordering::Relaxed))
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let (batches, fill) = ([0u64; 4], 0.0);
+    let batches = [0u64; 4];
     EngineStatsSnapshot {
         ifma: kernel_enabled(),
         self_test_passed: KERNEL_PASSED.load(Ordering::Relaxed),
         operations: STATS.operations.load(Ordering::Relaxed),
         fault_checks_failed: STATS.fault_checks_failed.load(Ordering::Relaxed),
         batches,
-        mean_batch_fill: fill,
+        mean_batch_fill: mean_batch_fill(&batches).unwrap_or(0.0),
     }
+}
+
+/// Signatures per kernel call, from kernel calls counted by batch size (index 0: one
+/// signature); None before the first call.
+pub fn mean_batch_fill(batches: &[u64]) -> Option<f64> {
+    let (calls, sigs) = batches
+        .iter()
+        .enumerate()
+        .fold((0u64, 0u64), |(c, s), (i, &n)| (c + n, s + n * (i as u64 + 1)));
+    (calls > 0).then(|| sigs as f64 / calls as f64)
 }
 
 /// Runs the known-answer tests now; a failing kernel is disabled. Returns whether all passed.

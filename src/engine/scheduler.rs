@@ -145,23 +145,6 @@ impl Scheduler {
             job.done.notify_one();
         }
     }
-
-    /// Mean number of signatures per kernel call so far.
-    pub fn mean_fill(&self) -> f64 {
-        let (calls, sigs) = self
-            .batches
-            .iter()
-            .enumerate()
-            .fold((0u64, 0u64), |(c, s), (i, n)| {
-                let n = n.load(Ordering::Relaxed);
-                (c + n, s + n * (i as u64 + 1))
-            });
-        if calls == 0 {
-            0.0
-        } else {
-            sigs as f64 / calls as f64
-        }
-    }
 }
 
 impl Default for Scheduler {

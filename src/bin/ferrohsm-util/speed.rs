@@ -84,15 +84,6 @@ fn engine_batches(module: &Path) -> Option<[u64; 4]> {
     }
 }
 
-/// Signatures per kernel call, from kernel calls counted by batch size.
-fn mean_fill(batches: [u64; 4]) -> Option<f64> {
-    let (calls, sigs) = (0..4).fold((0, 0), |(c, s), i| {
-        let n = batches[i];
-        (c + n, s + n * (i as u64 + 1))
-    });
-    (calls > 0).then(|| sigs as f64 / calls as f64)
-}
-
 const PIN: &str = "speed-test-pin";
 
 pub fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
@@ -267,7 +258,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         });
     }
     eprint!("                                        \r");
-    let fill = mean_fill(sign_batches);
+    let fill = ferrohsm::engine::mean_batch_fill(&sign_batches);
     if a.json {
         print_json(&rows, &a, cores, threads, fill);
         return Ok(());

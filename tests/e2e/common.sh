@@ -53,3 +53,34 @@ verify_zone() { # signed-zone-file origin [dnssec-verify options]
     # Without the scenario's OPENSSL_CONF: BIND's crypto must not load the token's engine.
     env -u OPENSSL_CONF dnssec-verify "$@" -o "$origin" "$file"
 }
+# Registers this build with p11-kit under a name of its own ($P11KIT_MODULE_NAME), from the
+# shipped .module file. p11-kit reads user configuration only for non-root users, so as root
+# (CI) the file goes to the system directory, which every process on the machine reads: such
+# scenarios hold a machine-wide lock for their whole run, because p11-kit merges two
+# registrations of one library under the first name it reads, and the other scenario's name
+# then finds no module. Stale registrations of killed scenarios are removed; the caller removes
+# "$P11KIT_MODULE_FILE" on exit.
+p11kit_register() { # base-name
+    local moddir name
+    if [ "$(id -u)" = 0 ]; then
+        exec 9>/tmp/ferrohsm-e2e-p11-kit.lock
+        flock 9
+        moddir=/etc/pkcs11/modules
+        name="$1-$$"
+        # A registration left by a scenario that was killed would shadow ours the same way.
+        local f
+        for f in "$moddir"/ferrohsm-*-*.module; do
+            [ -e "$f" ] || continue
+            f=${f%.module}
+            kill -0 "${f##*-}" 2>/dev/null || rm -f "$f.module"
+        done
+    else
+        export XDG_CONFIG_HOME="$WORK/config"
+        moddir="$XDG_CONFIG_HOME/pkcs11/modules"
+        name=$1
+    fi
+    mkdir -p "$moddir"
+    P11KIT_MODULE_FILE="$moddir/$name.module"
+    sed "s|^module: .*|module: $M|" "$(dirname "${BASH_SOURCE[0]}")/../../p11-kit/ferrohsm.module" > "$P11KIT_MODULE_FILE"
+    P11KIT_MODULE_NAME=$name
+}

@@ -4,21 +4,10 @@
 need p11-kit pkcs11-tool openssl
 proxy=$(find /usr/lib -name p11-kit-proxy.so | head -1)
 [ -n "$proxy" ] || { echo "FAIL: p11-kit-proxy.so is not installed" >&2; exit 1; }
-# p11-kit reads user configuration only for non-root users; as root (CI) the registration goes
-# to the system directory for the length of the scenario.
-if [ "$(id -u)" = 0 ]; then
-    moddir=/etc/pkcs11/modules
-    name="ferrohsm-e2e-$$.module"
-    trap 'rm -f "$moddir/$name"' EXIT
-else
-    export XDG_CONFIG_HOME="$WORK/config"
-    moddir="$XDG_CONFIG_HOME/pkcs11/modules"
-    name=ferrohsm.module
-fi
-mkdir -p "$moddir"
-sed "s|^module: .*|module: $M|" "$(dirname "$0")/../../p11-kit/ferrohsm.module" > "$moddir/$name"
+p11kit_register ferrohsm-e2e
+trap 'rm -f "$P11KIT_MODULE_FILE"' EXIT
 out=$(p11-kit list-modules)
-grep -q "ferrohsm-e2e\|^ferrohsm" <<<"$out" || { echo "FAIL: p11-kit does not list ferrohsm: $out" >&2; exit 1; }
+grep -q "$P11KIT_MODULE_NAME" <<<"$out" || { echo "FAIL: p11-kit does not list ferrohsm: $out" >&2; exit 1; }
 grep -q "e2e" <<<"$out" || { echo "FAIL: p11-kit does not show the token: $out" >&2; exit 1; }
 keygen 03 kitkey 2048
 export_pub 03 "$WORK/pub.pem"

@@ -12,18 +12,11 @@
 need pdnsutil pdns_server sqlite3 dig ldns-verify-zone
 schema=/usr/share/doc/pdns-backend-sqlite3/schema.sqlite3.sql
 [ -f "$schema" ] || { echo "FAIL: pdns-backend-sqlite3 is not installed" >&2; exit 1; }
-if [ "$(id -u)" = 0 ]; then
-    moddir=/etc/pkcs11/modules
-    modname="ferrohsm-pdns-$$"
-else
-    export XDG_CONFIG_HOME="$WORK/config"
-    moddir="$XDG_CONFIG_HOME/pkcs11/modules"
-    modname=ferrohsm
-fi
-mkdir -p "$moddir" "$WORK/pdns"
-sed "s|^module: .*|module: $M|" "$(dirname "$0")/../../p11-kit/ferrohsm.module" > "$moddir/$modname.module"
+mkdir -p "$WORK/pdns"
+p11kit_register ferrohsm-pdns
+modname=$P11KIT_MODULE_NAME
 pid=""
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; [ "$(id -u)" = 0 ] && rm -f "$moddir/$modname.module"' EXIT
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -f "$P11KIT_MODULE_FILE"' EXIT
 sqlite3 "$WORK/pdns/pdns.sqlite3" < "$schema"
 port=$((20000 + $$ % 20000))
 cat > "$WORK/pdns/pdns.conf" <<CONF

@@ -438,6 +438,11 @@ macro_rules! unroll {
 /// The kernels, generic over the register type, compiled twice: for the AVX-512 registers with
 /// their target features, and for `Emu` without any (so the emulated build holds no AVX-512
 /// instruction and runs anywhere, valgrind included).
+/// The arithmetic (`sqr`, `amm`, their helpers) is `#[inline(always)]`, which cannot carry
+/// target features: it is compiled only inside the entry points that carry them. Left to
+/// LLVM, the squaring was inlined into the exponentiation loop in one crate's copy and called
+/// in another's, and the called form ran 10–15% slower; `amm_call` keeps the cold
+/// multiplications out of line.
 macro_rules! kernels {
     ($module:ident $(, #[$attr:meta])*) => {
         mod $module {
@@ -450,15 +455,13 @@ pub(super) unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
 }
 
 /// IFMA low half, b and c held in registers when the accumulators fill the register file.
-#[inline]
-$(#[$attr])*
+#[inline(always)]
 pub(super) unsafe fn lo<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
     if L >= 20 { V::madd_lo_reg(acc, b, c) } else { V::madd_lo(acc, b, c) }
 }
 
 /// IFMA high half, as `lo`.
-#[inline]
-$(#[$attr])*
+#[inline(always)]
 pub(super) unsafe fn hi<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
     if L >= 20 { V::madd_hi_reg(acc, b, c) } else { V::madd_hi(acc, b, c) }
 }
@@ -468,8 +471,7 @@ pub(super) unsafe fn hi<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
 /// IFMAs; each position takes its a·b and q·m terms in one pass and lands two limbs down
 /// (the shift costs no moves). The two q's of a pair come first: every later row waits on
 /// them.
-#[inline]
-$(#[$attr])*
+#[inline(always)]
 pub(super) unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     let mut align = Row([0; LANES]);
     core::hint::black_box(&mut align);
@@ -515,10 +517,17 @@ pub(super) unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V
     acc
 }
 
+/// `amm` as a call: for the multiplications outside the exponentiation's main loop, so only
+/// the hot one is inlined (each inlined copy adds several kilobytes of unrolled code).
+#[inline(never)]
+$(#[$attr])*
+pub(super) unsafe fn amm_call<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
+    amm(a, b, m, k0)
+}
+
 /// Column k of a² (unnormalised): twice the cross products a_i·a_j (i < j; low halves of
 /// i + j = k, high halves of i + j = k − 1) plus the diagonal term. Two partial sums.
-#[inline]
-$(#[$attr])*
+#[inline(always)]
 pub(super) unsafe fn column<V: Simd, const L: usize>(a: &[V; L], k: usize) -> V {
     let zero = V::zero();
     let (mut c0, mut c1) = (zero, zero);
@@ -543,8 +552,7 @@ pub(super) unsafe fn column<V: Simd, const L: usize>(a: &[V; L], k: usize) -> V 
 
 /// Almost-Montgomery squaring a·a·R⁻¹ mod m: each cross product once, doubled, then the
 /// reduction two rows at a time. About a quarter fewer IFMAs than `amm(a, a)`.
-#[inline]
-$(#[$attr])*
+#[inline(always)]
 pub(super) unsafe fn sqr<V: Simd, const L: usize>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     let mut align = Row([0; LANES]);
     core::hint::black_box(&mut align);
@@ -628,20 +636,20 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_,
     // Montgomery form of the base: lo·R + hi·R² ≡ AMM(lo, R²) + AMM(hi, R³). Each term is
     // below 2m, so the sum is below 4m, well inside the kernel's bound (R ≥ 256·m).
     let rr = load::<V, L>(rr);
-    let x_lo = amm(&load::<V, L>(lo), &rr, &m, k0);
-    let x_hi = amm(&load::<V, L>(hi), &load::<V, L>(rrr), &m, k0);
+    let x_lo = amm_call(&load::<V, L>(lo), &rr, &m, k0);
+    let x_hi = amm_call(&load::<V, L>(hi), &load::<V, L>(rrr), &m, k0);
     let mut base = [zero; L];
     for j in 0..L {
         base[j] = V::add(x_lo[j], x_hi[j]);
     }
     normalise(&mut base);
     // R mod m (the Montgomery one) = AMM(1, R²).
-    let mont_one = amm(&one, &rr, &m, k0);
+    let mont_one = amm_call(&one, &rr, &m, k0);
     let mut table = [[zero; L]; 1 << WINDOW];
     table[0] = mont_one;
     table[1] = base;
     for t in 2..(1 << WINDOW) {
-        table[t] = amm(&table[t - 1], &base, &m, k0);
+        table[t] = amm_call(&table[t - 1], &base, &m, k0);
     }
     let windows = exp_bits.div_ceil(WINDOW);
     let mut acc = mont_one;
@@ -668,7 +676,7 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize>(args: KernelArgs<'_,
         acc = amm(&acc, &sel, &m, k0);
     }
     // Out of Montgomery form: AMM(acc, 1) ≤ m, then one conditional subtraction.
-    let r = reduce_once(&amm(&acc, &one, &m, k0), &m);
+    let r = reduce_once(&amm_call(&acc, &one, &m, k0), &m);
     store(&r, out);
 }
 
@@ -678,7 +686,7 @@ pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicA
     let n = load::<V, L>(n);
     let (k0, e) = (V::load(k0.0.as_ptr()), V::load(e.0.as_ptr()));
     let zero = V::zero();
-    let x = amm(&load::<V, L>(base), &load::<V, L>(rr), &n, k0);
+    let x = amm_call(&load::<V, L>(base), &load::<V, L>(rr), &n, k0);
     let mut acc = x;
     let bits = 64 - any.leading_zeros() as usize;
     for bit in (0..bits.saturating_sub(1)).rev() {
@@ -687,7 +695,7 @@ pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicA
         if any >> bit & 1 == 0 {
             continue;
         }
-        let with_x = amm(&acc, &x, &n, k0);
+        let with_x = amm_call(&acc, &x, &n, k0);
         let set = V::and(V::shr_var(e, V::splat(bit as u64)), V::splat(1));
         for j in 0..L {
             acc[j] = V::blend_nonzero(acc[j], set, with_x[j]);
@@ -695,7 +703,7 @@ pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicA
     }
     let mut one = [zero; L];
     one[0] = V::splat(1);
-    let r = reduce_once(&amm(&acc, &one, &n, k0), &n);
+    let r = reduce_once(&amm_call(&acc, &one, &n, k0), &n);
     store(&r, out);
 }
         }

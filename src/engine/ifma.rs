@@ -438,13 +438,13 @@ macro_rules! unroll {
 /// The kernels, generic over the register type, compiled twice: for the AVX-512 registers with
 /// their target features, and for `Emu` without any (so the emulated build holds no AVX-512
 /// instruction and runs anywhere, valgrind included).
-/// The arithmetic (`sqr`, `amm`, their helpers) is `#[inline(always)]`, which cannot carry
-/// target features: it is compiled only inside the entry points that carry them. Left to
-/// LLVM, the squaring was inlined into the exponentiation loop in one crate's copy and called
-/// in another's, and the called form ran 10–15% slower; `amm_call` keeps the cold
-/// multiplications out of line.
+/// In the AVX-512 build the arithmetic (`sqr`, `amm`, their helpers) is `#[inline(always)]`,
+/// which cannot carry target features: it is compiled only inside the entry points that carry
+/// them. Left to LLVM, the squaring was inlined into the exponentiation loop in one crate's
+/// copy and called in another's, and the called form ran 10–15% slower; `amm_call` keeps the
+/// cold multiplications out of line.
 macro_rules! kernels {
-    ($module:ident $(, #[$attr:meta])*) => {
+    ($module:ident, #[$inline:meta] $(, #[$attr:meta])*) => {
         mod $module {
             use super::*;
 
@@ -455,13 +455,13 @@ pub(super) unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
 }
 
 /// IFMA low half, b and c held in registers when the accumulators fill the register file.
-#[inline(always)]
+#[$inline]
 pub(super) unsafe fn lo<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
     if L >= 20 { V::madd_lo_reg(acc, b, c) } else { V::madd_lo(acc, b, c) }
 }
 
 /// IFMA high half, as `lo`.
-#[inline(always)]
+#[$inline]
 pub(super) unsafe fn hi<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
     if L >= 20 { V::madd_hi_reg(acc, b, c) } else { V::madd_hi(acc, b, c) }
 }
@@ -471,7 +471,7 @@ pub(super) unsafe fn hi<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
 /// IFMAs; each position takes its a·b and q·m terms in one pass and lands two limbs down
 /// (the shift costs no moves). The two q's of a pair come first: every later row waits on
 /// them.
-#[inline(always)]
+#[$inline]
 pub(super) unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     let mut align = Row([0; LANES]);
     core::hint::black_box(&mut align);
@@ -527,7 +527,7 @@ pub(super) unsafe fn amm_call<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m
 
 /// Column k of a² (unnormalised): twice the cross products a_i·a_j (i < j; low halves of
 /// i + j = k, high halves of i + j = k − 1) plus the diagonal term. Two partial sums.
-#[inline(always)]
+#[$inline]
 pub(super) unsafe fn column<V: Simd, const L: usize>(a: &[V; L], k: usize) -> V {
     let zero = V::zero();
     let (mut c0, mut c1) = (zero, zero);
@@ -552,7 +552,7 @@ pub(super) unsafe fn column<V: Simd, const L: usize>(a: &[V; L], k: usize) -> V 
 
 /// Almost-Montgomery squaring a·a·R⁻¹ mod m: each cross product once, doubled, then the
 /// reduction two rows at a time. About a quarter fewer IFMAs than `amm(a, a)`.
-#[inline(always)]
+#[$inline]
 pub(super) unsafe fn sqr<V: Simd, const L: usize>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     let mut align = Row([0; LANES]);
     core::hint::black_box(&mut align);
@@ -710,8 +710,9 @@ pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicA
     };
 }
 
-kernels!(avx512, #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]);
-kernels!(emulated);
+kernels!(avx512, #[inline(always)], #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]);
+// The emulated build's speed does not matter; its compile time does.
+kernels!(emulated, #[inline]);
 
 #[cfg(test)]
 mod tests {

@@ -377,14 +377,20 @@ pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usi
 fn digits(lanes: &[LaneInput], exp_bits: usize, window: usize) -> Vec<Row> {
     let n = exp_bits.div_ceil(window);
     let mut out = vec![Row([0; LANES]); n];
+    let mask = (1u64 << window) - 1;
     for (k, lane) in lanes.iter().enumerate() {
-        let word = |w: usize| lane.exp.get(w).copied().unwrap_or(0);
-        for (d, row) in out.iter_mut().enumerate() {
-            let bit = d * window;
-            let (w, off) = (bit / 64, bit % 64);
-            // The digit may straddle two words; `checked_shl` is only for off = 0 (public).
-            let v = (word(w) >> off) | (word(w + 1).checked_shl((64 - off) as u32).unwrap_or(0));
-            row.0[k] = v & ((1 << window) - 1);
+        // The exponent's bits as a stream: a 128-bit window refilled a word at a time.
+        let mut words = lane.exp.iter().copied().chain(core::iter::repeat(0));
+        let mut buf = words.next().unwrap_or(0) as u128;
+        let mut have = 64;
+        for row in out.iter_mut() {
+            if have < window {
+                buf |= (words.next().unwrap_or(0) as u128) << have;
+                have += 64;
+            }
+            row.0[k] = buf as u64 & mask;
+            buf >>= window;
+            have -= window;
         }
     }
     out

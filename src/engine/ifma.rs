@@ -349,24 +349,26 @@ pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usi
             None => m[0].0[k] = 1,
         }
     }
-    // Window of 5 bits (32-entry table, 20% fewer multiplications) on the narrow registers,
-    // of 4 on 512-bit ones: there the table scan's blends compete with the IFMAs for the
-    // same two ports, and the larger scan costs what the saved multiplications gain.
-    let window = if kernel == Kernel::Avx512 && lanes.len() <= 4 {
-        5
-    } else {
-        4
-    };
-    let digits = digits(lanes, exp_bits, window);
     let mut out = [Row([0; LANES]); L];
-    let args = (&lo, &hi, &m, &k0, &rr, &rrr, digits.as_slice(), &mut out);
+    // Runs the kernel of `$module` on `$v` with a table of `$entries` (a window of
+    // log2($entries) bits), the exponents cut into digits to match.
+    macro_rules! run {
+        ($module:ident, $v:ty, $entries:literal) => {{
+            let digits = digits(lanes, exp_bits, ($entries as usize).trailing_zeros() as usize);
+            let args = (&lo, &hi, &m, &k0, &rr, &rrr, digits.as_slice(), &mut out);
+            $module::modexp_kernel::<$v, L, $entries>(args)
+        }};
+    }
+    // Windows of 5 bits (20% fewer multiplications) on the narrow registers, of 4 on 512-bit
+    // ones: there the table scan's blends compete with the IFMAs for the same two ports, and
+    // the larger scan costs what the saved multiplications gain.
     // SAFETY: callers checked `available()` for the AVX-512 build.
     unsafe {
         match (kernel, lanes.len()) {
-            (Kernel::Emulated, _) => emulated::modexp_kernel::<Emu, L, 16>(args),
-            (Kernel::Avx512, 0..=2) => avx512::modexp_kernel::<Xmm, L, 32>(args),
-            (Kernel::Avx512, 3..=4) => avx512::modexp_kernel::<Ymm, L, 32>(args),
-            (Kernel::Avx512, _) => avx512::modexp_kernel::<Zmm, L, 16>(args),
+            (Kernel::Emulated, _) => run!(emulated, Emu, 16),
+            (Kernel::Avx512, 0..=2) => run!(avx512, Xmm, 32),
+            (Kernel::Avx512, 3..=4) => run!(avx512, Ymm, 32),
+            (Kernel::Avx512, _) => run!(avx512, Zmm, 16),
         }
     }
     columns(&out, lanes.len())

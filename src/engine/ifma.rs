@@ -562,23 +562,43 @@ pub(super) unsafe fn amm_call<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m
 }
 
 /// Column k of a² (unnormalised): twice the cross products a_i·a_j (i < j; low halves of
-/// i + j = k, high halves of i + j = k − 1) plus the diagonal term. Two partial sums.
+/// i + j = k, high halves of i + j = k − 1) plus the diagonal term.
 #[$inline]
 pub(super) unsafe fn column<V: Simd, const L: usize>(a: &[V; L], k: usize) -> V {
     let zero = V::zero();
-    let (mut c0, mut c1) = (zero, zero);
-    let mut i = (k + 1).saturating_sub(L);
-    while 2 * i < k {
-        c0 = lo::<V, L>(c0, a[i], a[k - i]);
-        i += 1;
-    }
-    let mut i = k.saturating_sub(L);
-    while 2 * i + 1 < k {
-        c1 = hi::<V, L>(c1, a[i], a[k - 1 - i]);
-        i += 1;
-    }
-    let mut v = V::add(c0, c1);
-    v = V::add(v, v);
+    let (lo_start, hi_start) = ((k + 1).saturating_sub(L), k.saturating_sub(L));
+    let cross = if L <= 20 {
+        // Up to 20 limbs, one chain with low and high terms alternating: the add that would
+        // join two sums shares the ports of the IFMAs (8-lane RSA-2048 batches 6–7% faster).
+        // Longer columns need the two chains' parallelism (one chain: RSA-3072 2%, RSA-4096
+        // 5–8% slower).
+        let mut c = zero;
+        unroll!(t in 0, L => {
+            let i = lo_start + t;
+            if 2 * i < k {
+                c = lo::<V, L>(c, a[i], a[k - i]);
+            }
+            let i = hi_start + t;
+            if 2 * i + 1 < k {
+                c = hi::<V, L>(c, a[i], a[k - 1 - i]);
+            }
+        });
+        c
+    } else {
+        let (mut c0, mut c1) = (zero, zero);
+        let mut i = lo_start;
+        while 2 * i < k {
+            c0 = lo::<V, L>(c0, a[i], a[k - i]);
+            i += 1;
+        }
+        let mut i = hi_start;
+        while 2 * i + 1 < k {
+            c1 = hi::<V, L>(c1, a[i], a[k - 1 - i]);
+            i += 1;
+        }
+        V::add(c0, c1)
+    };
+    let v = V::add(cross, cross);
     if k % 2 == 0 {
         lo::<V, L>(v, a[k / 2], a[k / 2])
     } else {

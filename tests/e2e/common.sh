@@ -60,6 +60,7 @@ verify_zone() { # signed-zone-file origin [dnssec-verify options]
 # registrations of one library under the first name it reads, and the other scenario's name
 # then finds no module. Stale registrations of killed scenarios are removed; the caller removes
 # "$P11KIT_MODULE_FILE" on exit.
+P11KIT_E2E_MARKER="# registered by a ferrohsm e2e scenario"
 p11kit_register() { # base-name
     local moddir name
     if [ "$(id -u)" = 0 ]; then
@@ -68,11 +69,11 @@ p11kit_register() { # base-name
         moddir=/etc/pkcs11/modules
         name="$1-$$"
         # A registration left by a scenario that was killed would shadow ours the same way.
+        # Only files carrying the scenarios' marker line are ours to remove.
         local f
-        for f in "$moddir"/ferrohsm-*-*.module; do
-            [ -e "$f" ] || continue
-            f=${f%.module}
-            kill -0 "${f##*-}" 2>/dev/null || rm -f "$f.module"
+        for f in "$moddir"/*.module; do
+            grep -qx "$P11KIT_E2E_MARKER" "$f" 2>/dev/null || continue
+            kill -0 "$(basename "$f" .module | sed 's/.*-//')" 2>/dev/null || rm -f "$f"
         done
     else
         export XDG_CONFIG_HOME="$WORK/config"
@@ -81,6 +82,9 @@ p11kit_register() { # base-name
     fi
     mkdir -p "$moddir"
     P11KIT_MODULE_FILE="$moddir/$name.module"
-    sed "s|^module: .*|module: $M|" "$(dirname "${BASH_SOURCE[0]}")/../../p11-kit/ferrohsm.module" > "$P11KIT_MODULE_FILE"
+    {
+        echo "$P11KIT_E2E_MARKER"
+        sed "s|^module: .*|module: $M|" "$(dirname "${BASH_SOURCE[0]}")/../../p11-kit/ferrohsm.module"
+    } > "$P11KIT_MODULE_FILE"
     P11KIT_MODULE_NAME=$name
 }

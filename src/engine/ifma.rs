@@ -489,17 +489,22 @@ pub(super) unsafe fn load<V: Simd, const L: usize>(r: &[Row; L]) -> [V; L] {
     core::array::from_fn(|j| V::load(r[j].0.as_ptr()))
 }
 
-/// IFMA low half, b and c held in registers when the accumulators fill the 512-bit register
-/// file (see `Simd::madd_lo_reg`).
+/// Whether IFMAs take b and c in registers: 512-bit registers once the accumulators fill the
+/// register file (see `Simd::madd_lo_reg`).
+const fn register_operands<V, const L: usize>() -> bool {
+    L >= 20 && core::mem::size_of::<V>() > 32
+}
+
+/// IFMA low half, in the form `register_operands` picks.
 #[$inline]
 pub(super) unsafe fn lo<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
-    if L >= 20 && core::mem::size_of::<V>() > 32 { V::madd_lo_reg(acc, b, c) } else { V::madd_lo(acc, b, c) }
+    if register_operands::<V, L>() { V::madd_lo_reg(acc, b, c) } else { V::madd_lo(acc, b, c) }
 }
 
 /// IFMA high half, as `lo`.
 #[$inline]
 pub(super) unsafe fn hi<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
-    if L >= 20 && core::mem::size_of::<V>() > 32 { V::madd_hi_reg(acc, b, c) } else { V::madd_hi(acc, b, c) }
+    if register_operands::<V, L>() { V::madd_hi_reg(acc, b, c) } else { V::madd_hi(acc, b, c) }
 }
 
 /// Almost-Montgomery multiplication a·b·R⁻¹ mod m per lane; output < 2m, normalised.
@@ -681,8 +686,8 @@ pub(super) unsafe fn store<V: Simd, const L: usize>(r: &[V; L], out: &mut [Row; 
     }
 }
 
-$(#[$attr])*
 /// `T`: table entries, 2^window; `digits` holds the window digits, least significant first.
+$(#[$attr])*
 pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize, const T: usize>(args: KernelArgs<'_, L>) {
     let (lo, hi, m, k0, rr, rrr, digits, out) = args;
     let window = T.trailing_zeros() as usize;

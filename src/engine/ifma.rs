@@ -381,18 +381,16 @@ fn digits(lanes: &[LaneInput], exp_bits: usize, window: usize) -> Vec<Row> {
     let mut out = vec![Row([0; LANES]); n];
     let mask = (1u64 << window) - 1;
     for (k, lane) in lanes.iter().enumerate() {
-        // The exponent's bits as a stream: a 128-bit window refilled a word at a time.
-        let mut words = lane.exp.iter().copied().chain(core::iter::repeat(0));
-        let mut buf = words.next().unwrap_or(0) as u128;
-        let mut have = 64;
-        for row in out.iter_mut() {
-            if have < window {
-                buf |= (words.next().unwrap_or(0) as u128) << have;
-                have += 64;
+        let word = |w: usize| lane.exp.get(w).copied().unwrap_or(0);
+        for (r, row) in out.iter_mut().enumerate() {
+            // Digit r starts at bit r·window: the word holding it, and the next one when the
+            // digit straddles the boundary (positions are public; the bits are not).
+            let (w, shift) = (r * window / 64, r * window % 64);
+            let mut bits = word(w) >> shift;
+            if shift + window > 64 {
+                bits |= word(w + 1) << (64 - shift);
             }
-            row.0[k] = buf as u64 & mask;
-            buf >>= window;
-            have -= window;
+            row.0[k] = bits & mask;
         }
     }
     out
@@ -507,7 +505,7 @@ pub(super) unsafe fn hi<V: Simd, const L: usize>(acc: V, b: V, c: V) -> V {
     if register_operands::<V, L>() { V::madd_hi_reg(acc, b, c) } else { V::madd_hi(acc, b, c) }
 }
 
-/// Almost-Montgomery multiplication a·b·R⁻¹ mod m per lane; output < 2m, normalised.
+/// Almost-Montgomery multiplication a·b·R⁻¹ mod m per lane; output < 2m, carried (`carry`).
 /// Two rows of a at a time, so every limb of b and m brought into a register feeds four
 /// IFMAs; each position takes its a·b and q·m terms in one pass and lands two limbs down
 /// (the shift costs no moves). The two q's of a pair come first: every later row waits on
@@ -554,7 +552,7 @@ pub(super) unsafe fn amm<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m: &[V
         acc[0] = V::add(acc[0], c1);
         i += 2;
     }
-    normalise(&mut acc);
+    carry(&mut acc);
     acc
 }
 
@@ -648,18 +646,36 @@ pub(super) unsafe fn sqr<V: Simd, const L: usize>(a: &[V; L], m: &[V; L], k0: V)
         acc[0] = V::add(acc[0], c1);
         i += 2;
     }
-    normalise(&mut acc);
+    carry(&mut acc);
     acc
 }
 
 #[inline]
 $(#[$attr])*
 pub(super) unsafe fn normalise<V: Simd, const L: usize>(x: &mut [V; L]) {
-    let mask = V::splat(MASK52);
+    carry(x);
+    clear_carries(x);
+}
+
+/// Adds each limb's bits above 52 into the next limb but leaves them in place: enough for a
+/// value that only feeds IFMAs (which read the low 52 bits of their multiplicands), and a
+/// third fewer operations than `normalise` on the ports the IFMAs need. `clear_carries`
+/// finishes the job.
+#[inline]
+$(#[$attr])*
+pub(super) unsafe fn carry<V: Simd, const L: usize>(x: &mut [V; L]) {
     for j in 0..L - 1 {
-        let c = V::shr::<52>(x[j]);
-        x[j] = V::and(x[j], mask);
-        x[j + 1] = V::add(x[j + 1], c);
+        x[j + 1] = V::add(x[j + 1], V::shr::<52>(x[j]));
+    }
+}
+
+/// Drops the bits above 52 that `carry` left behind: the limbs are then normalised.
+#[inline]
+$(#[$attr])*
+pub(super) unsafe fn clear_carries<V: Simd, const L: usize>(x: &mut [V; L]) {
+    let mask = V::splat(MASK52);
+    for limb in x.iter_mut() {
+        *limb = V::and(*limb, mask);
     }
 }
 
@@ -699,8 +715,10 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize, const T: usize>(args
     // Montgomery form of the base: lo·R + hi·R² ≡ AMM(lo, R²) + AMM(hi, R³). Each term is
     // below 2m, so the sum is below 4m, well inside the kernel's bound (R ≥ 256·m).
     let rr = load::<V, L>(rr);
-    let x_lo = amm_call(&load::<V, L>(lo), &rr, &m, k0);
-    let x_hi = amm_call(&load::<V, L>(hi), &load::<V, L>(rrr), &m, k0);
+    let mut x_lo = amm_call(&load::<V, L>(lo), &rr, &m, k0);
+    let mut x_hi = amm_call(&load::<V, L>(hi), &load::<V, L>(rrr), &m, k0);
+    clear_carries(&mut x_lo);
+    clear_carries(&mut x_hi);
     let mut base = [zero; L];
     for j in 0..L {
         base[j] = V::add(x_lo[j], x_hi[j]);
@@ -733,7 +751,9 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize, const T: usize>(args
         acc = amm(&acc, &sel, &m, k0);
     }
     // Out of Montgomery form: AMM(acc, 1) ≤ m, then one conditional subtraction.
-    let r = reduce_once(&amm_call(&acc, &one, &m, k0), &m);
+    let mut r = amm_call(&acc, &one, &m, k0);
+    clear_carries(&mut r);
+    let r = reduce_once(&r, &m);
     store(&r, out);
 }
 
@@ -760,7 +780,9 @@ pub(super) unsafe fn powmod_public_kernel<V: Simd, const L: usize>(args: PublicA
     }
     let mut one = [zero; L];
     one[0] = V::splat(1);
-    let r = reduce_once(&amm_call(&acc, &one, &n, k0), &n);
+    let mut r = amm_call(&acc, &one, &n, k0);
+    clear_carries(&mut r);
+    let r = reduce_once(&r, &n);
     store(&r, out);
 }
         }
@@ -824,8 +846,11 @@ mod tests {
                 unsafe {
                     let (mv, av) = ($module::load::<$v, $l>(&m), $module::load::<$v, $l>(&a));
                     let k0v = <$v>::load(k0.0.as_ptr());
-                    $module::store(&$module::sqr(&av, &mv, k0v), &mut sq);
-                    $module::store(&$module::amm(&av, &av, &mv, k0v), &mut mul);
+                    let (mut s, mut p) = ($module::sqr(&av, &mv, k0v), $module::amm(&av, &av, &mv, k0v));
+                    $module::clear_carries(&mut s);
+                    $module::clear_carries(&mut p);
+                    $module::store(&s, &mut sq);
+                    $module::store(&p, &mut mul);
                 }
                 for k in 0..$lanes {
                     let (ml, al) = (lane(&m, k), lane(&a, k));

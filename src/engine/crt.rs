@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 pub use super::ifma::Kernel;
-use super::radix52::{self as r52, MASK52};
+use super::radix52 as r52;
 use super::{strip_zeros, KeyComponents};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -58,10 +58,12 @@ fn powers_of_r(m: &[u64]) -> [Vec<u64>; 3] {
     x[0] = 1;
     let mut out: [Vec<u64>; 3] = Default::default();
     for o in out.iter_mut() {
+        let mut doubled = vec![0u64; l];
         for _ in 0..52 * l {
-            let doubled: Vec<u64> = r52::add(&x, &x);
-            x = r52::reduce_once(&doubled, m);
+            r52::add_into(&x, &x, &mut doubled);
+            r52::reduce_once_into(&doubled, m, &mut x);
         }
+        doubled.zeroize();
         *o = x.clone();
     }
     x.zeroize();
@@ -137,20 +139,32 @@ impl CrtKey {
         (c, hi)
     }
 
-    /// Garner: s = m2 + q·(qInv·(m1 − m2) mod p), serialised at the modulus length.
+    /// Garner: s = m2 + q·(qInv·(m1 − m2) mod p), serialised at the modulus length. The
+    /// intermediates live on the stack and are wiped before returning.
     pub fn recombine(&self, m1: &[u64], m2: &[u64]) -> zeroize::Zeroizing<Vec<u8>> {
-        let p = &self.p;
+        const L: usize = LIMB_COUNTS[LIMB_COUNTS.len() - 1];
+        let (p, l) = (&self.p, self.limbs);
+        let mut t = [[0u64; L]; 4];
+        let [m2p, d, diff, h] = &mut t;
+        let (m2p, d, diff, h) = (&mut m2p[..l], &mut d[..l], &mut diff[..l], &mut h[..l]);
         // m2 < q < 2p (equal bit lengths), so one conditional subtraction gives m2 mod p.
-        let m2p = r52::reduce_once(m2, &p.m);
-        let (d, borrow) = r52::sub(m1, &m2p);
-        let d_plus_p: Vec<u64> = r52::add(&d, &p.m).iter().map(|&x| x & MASK52).collect();
-        let diff = r52::select(borrow, &d_plus_p, &d);
-        let h = r52::reduce_once(&r52::amm(&diff, &self.qinv_r, &p.m, p.k0), &p.m);
-        let hq = r52::mul(&h, &self.q.m);
-        let mut m2w = m2.to_vec();
-        m2w.resize(hq.len(), 0);
-        let s = r52::add(&hq, &m2w);
-        zeroize::Zeroizing::new(r52::to_be_bytes(&s, self.modulus_len))
+        r52::reduce_once_into(m2, &p.m, m2p);
+        let borrow = r52::sub_into(m1, m2p, d);
+        // (m1 − m2) mod p: the difference, or the difference plus p where it borrowed.
+        r52::add_into(d, &p.m, diff);
+        r52::select_into(borrow ^ 1, d, diff);
+        r52::amm_into(diff, &self.qinv_r, &p.m, p.k0, m2p);
+        r52::reduce_once_into(m2p, &p.m, h);
+        let mut w = [[0u64; 2 * L]; 3];
+        let [hq, m2w, s] = &mut w;
+        let (hq, m2w, s) = (&mut hq[..2 * l], &mut m2w[..2 * l], &mut s[..2 * l]);
+        r52::mul_into(h, &self.q.m, hq);
+        m2w[..l].copy_from_slice(m2);
+        r52::add_into(hq, m2w, s);
+        let out = zeroize::Zeroizing::new(r52::to_be_bytes(s, self.modulus_len));
+        t.zeroize();
+        w.zeroize();
+        out
     }
 }
 

@@ -5,6 +5,8 @@
 
 pub const MASK52: u64 = (1 << 52) - 1;
 
+use zeroize::Zeroize;
+
 /// Little-endian 52-bit limbs of a big-endian byte string, into `out` (extra limbs zero).
 pub fn from_be_bytes(b: &[u8], out: &mut [u64]) {
     out.fill(0);
@@ -45,11 +47,23 @@ pub fn mont_k0(m0: u64) -> u64 {
     inv.wrapping_neg() & MASK52
 }
 
+/// The most limbs a scalar operation here takes per operand (a 4096-bit modulus).
+const MAX_LIMBS: usize = 80;
+
 /// Scalar almost-Montgomery multiplication: a·b·R⁻¹ (mod m), R = 2^(52·L), result < 2m for
 /// inputs well below R (the kernels' contract, with R ≥ 256·m). Limbs normalised.
 pub fn amm(a: &[u64], b: &[u64], m: &[u64], k0: u64) -> Vec<u64> {
+    let mut out = vec![0; m.len()];
+    amm_into(a, b, m, k0, &mut out);
+    out
+}
+
+/// `amm` into `out` (L limbs), with its accumulator on the stack and wiped afterwards.
+pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, out: &mut [u64]) {
     let l = m.len();
-    let mut acc = vec![0u128; l + 1];
+    assert!(l <= MAX_LIMBS && out.len() == l);
+    let mut buf = [0u128; MAX_LIMBS + 1];
+    let acc = &mut buf[..l + 1];
     for &ai in a.iter().take(l) {
         for j in 0..l {
             acc[j] = acc[j].wrapping_add(ai as u128 * b[j] as u128);
@@ -71,52 +85,81 @@ pub fn amm(a: &[u64], b: &[u64], m: &[u64], k0: u64) -> Vec<u64> {
             acc[j + 1] = acc[j + 1].wrapping_add(c);
         }
     }
-    acc[..l].iter().map(|&x| x as u64).collect()
+    for (o, &x) in out.iter_mut().zip(acc.iter()) {
+        *o = x as u64;
+    }
+    buf.zeroize();
 }
 
 /// a − b over equal-length limbs; returns the difference and a borrow of 0 or 1.
 pub fn sub(a: &[u64], b: &[u64]) -> (Vec<u64>, u64) {
-    let mut borrow = 0u64;
-    let out = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| {
-            let t = x.wrapping_sub(y).wrapping_sub(borrow);
-            borrow = t >> 63;
-            t & MASK52
-        })
-        .collect();
+    let mut out = vec![0; a.len()];
+    let borrow = sub_into(a, b, &mut out);
     (out, borrow)
+}
+
+/// `sub` into `out`; returns the borrow.
+pub fn sub_into(a: &[u64], b: &[u64], out: &mut [u64]) -> u64 {
+    let mut borrow = 0u64;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        let t = x.wrapping_sub(y).wrapping_sub(borrow);
+        borrow = t >> 63;
+        *o = t & MASK52;
+    }
+    borrow
 }
 
 /// a + b over equal-length limbs (the caller knows the sum fits).
 pub fn add(a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mut carry = 0u64;
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| {
-            let t = x.wrapping_add(y).wrapping_add(carry);
-            carry = t >> 52;
-            t & MASK52
-        })
-        .collect()
+    let mut out = vec![0; a.len()];
+    add_into(a, b, &mut out);
+    out
 }
 
-/// Selects `a` where `pick_a` is 1 and `b` where it is 0, with a mask.
-pub fn select(pick_a: u64, a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mask = pick_a.wrapping_neg();
-    a.iter().zip(b).map(|(&x, &y)| (x & mask) | (y & !mask)).collect()
+/// `add` into `out`.
+pub fn add_into(a: &[u64], b: &[u64], out: &mut [u64]) {
+    let mut carry = 0u64;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        let t = x.wrapping_add(y).wrapping_add(carry);
+        carry = t >> 52;
+        *o = t & MASK52;
+    }
+}
+
+/// `out` becomes `a` where `pick_a` is 1 and stays as it is where it is 0, with a mask.
+pub fn select_into(pick_a: u64, a: &[u64], out: &mut [u64]) {
+    // The barrier keeps LLVM from turning the masks back into a conditional move on a secret.
+    let mask = core::hint::black_box(pick_a.wrapping_neg());
+    for (o, &x) in out.iter_mut().zip(a) {
+        *o = (x & mask) | (*o & !mask);
+    }
 }
 
 /// x mod m for x < 2m, constant time.
 pub fn reduce_once(x: &[u64], m: &[u64]) -> Vec<u64> {
-    let (d, borrow) = sub(x, m);
-    select(borrow, x, &d)
+    let mut out = vec![0; x.len()];
+    reduce_once_into(x, m, &mut out);
+    out
+}
+
+/// `reduce_once` into `out`.
+pub fn reduce_once_into(x: &[u64], m: &[u64], out: &mut [u64]) {
+    let borrow = sub_into(x, m, out);
+    select_into(borrow, x, out);
 }
 
 /// Full product of a (la limbs) and b (lb limbs): la + lb limbs, normalised.
 pub fn mul(a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mut acc = vec![0u128; a.len() + b.len() + 1];
+    let mut out = vec![0u64; a.len() + b.len()];
+    mul_into(a, b, &mut out);
+    out
+}
+
+/// `mul` into `out` (la + lb limbs), with its accumulator on the stack and wiped afterwards.
+pub fn mul_into(a: &[u64], b: &[u64], out: &mut [u64]) {
+    assert!(a.len() + b.len() <= MAX_LIMBS && out.len() == a.len() + b.len());
+    let mut buf = [0u128; MAX_LIMBS + 1];
+    let acc = &mut buf[..a.len() + b.len() + 1];
     for (i, &x) in a.iter().enumerate() {
         for (j, &y) in b.iter().enumerate() {
             acc[i + j] = acc[i + j].wrapping_add(x as u128 * y as u128);
@@ -126,14 +169,13 @@ pub fn mul(a: &[u64], b: &[u64]) -> Vec<u64> {
         acc[i] &= MASK52 as u128;
         acc[i + 1] = acc[i + 1].wrapping_add(c);
     }
-    let mut out = vec![0u64; a.len() + b.len()];
     let mut carry = 0u128;
     for (k, o) in out.iter_mut().enumerate() {
         let t = acc[k].wrapping_add(carry);
         *o = (t as u64) & MASK52;
         carry = t >> 52;
     }
-    out
+    buf.zeroize();
 }
 
 #[cfg(test)]

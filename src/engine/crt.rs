@@ -56,17 +56,17 @@ fn powers_of_r(m: &[u64]) -> [Vec<u64>; 3] {
     let l = m.len();
     let mut x = vec![0u64; l];
     x[0] = 1;
+    let mut doubled = vec![0u64; l];
     let mut out: [Vec<u64>; 3] = Default::default();
     for o in out.iter_mut() {
-        let mut doubled = vec![0u64; l];
         for _ in 0..52 * l {
             r52::add_into(&x, &x, &mut doubled);
             r52::reduce_once_into(&doubled, m, &mut x);
         }
-        doubled.zeroize();
         *o = x.clone();
     }
     x.zeroize();
+    doubled.zeroize();
     out
 }
 

@@ -148,14 +148,8 @@ pub fn reduce_once_into(x: &[u64], m: &[u64], out: &mut [u64]) {
     select_into(borrow, x, out);
 }
 
-/// Full product of a (la limbs) and b (lb limbs): la + lb limbs, normalised.
-pub fn mul(a: &[u64], b: &[u64]) -> Vec<u64> {
-    let mut out = vec![0u64; a.len() + b.len()];
-    mul_into(a, b, &mut out);
-    out
-}
-
-/// `mul` into `out` (la + lb limbs), with its accumulator on the stack and wiped afterwards.
+/// Full product of a (la limbs) and b (lb limbs) into `out` (la + lb limbs, normalised), with
+/// its accumulator on the stack and wiped afterwards.
 pub fn mul_into(a: &[u64], b: &[u64], out: &mut [u64]) {
     assert!(a.len() + b.len() <= MAX_LIMBS && out.len() == a.len() + b.len());
     let mut buf = [0u128; MAX_LIMBS + 1];

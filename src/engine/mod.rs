@@ -4,6 +4,8 @@
 
 pub mod crt;
 #[cfg(target_arch = "x86_64")]
+pub mod horizontal;
+#[cfg(target_arch = "x86_64")]
 pub mod ifma;
 mod keygen;
 mod portable;

@@ -564,6 +564,13 @@ pub(super) unsafe fn amm_call<V: Simd, const L: usize>(a: &[V; L], b: &[V; L], m
     amm(a, b, m, k0)
 }
 
+/// `sqr` as a call, for the table's even entries (see `amm_call`).
+#[inline(never)]
+$(#[$attr])*
+pub(super) unsafe fn sqr_call<V: Simd, const L: usize>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
+    sqr(a, m, k0)
+}
+
 /// Column k of a² (unnormalised): twice the cross products a_i·a_j (i < j; low halves of
 /// i + j = k, high halves of i + j = k − 1) plus the diagonal term.
 #[$inline]
@@ -729,12 +736,18 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize, const T: usize>(args
     let mut table = [[zero; L]; T];
     table[0] = mont_one;
     table[1] = base;
+    // Even entries by squaring (a quarter fewer IFMAs than a multiplication).
     for t in 2..T {
-        table[t] = amm_call(&table[t - 1], &base, &m, k0);
+        table[t] = if t % 2 == 0 {
+            sqr_call(&table[t / 2], &m, k0)
+        } else {
+            amm_call(&table[t - 1], &base, &m, k0)
+        };
     }
     let mut acc = mont_one;
     for (win, digit) in digits.iter().enumerate().rev() {
-        if win != digits.len() - 1 {
+        let top = win == digits.len() - 1;
+        if !top {
             for _ in 0..window {
                 acc = sqr(&acc, &m, k0);
             }
@@ -748,7 +761,8 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize, const T: usize>(args
                 sel[j] = V::blend_eq(sel[j], digit, t, entry[j]);
             }
         }
-        acc = amm(&acc, &sel, &m, k0);
+        // The top window's entry is where the accumulator starts (no multiplication by one).
+        acc = if top { sel } else { amm(&acc, &sel, &m, k0) };
     }
     // Out of Montgomery form: AMM(acc, 1) ≤ m, then one conditional subtraction.
     let mut r = amm_call(&acc, &one, &m, k0);

@@ -78,15 +78,15 @@ pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, out: &mut [u64]) {
         }
         acc[l] = 0;
         acc[0] = acc[0].wrapping_add(carry);
-        // Keep every column within 128 bits: push the high part one limb up.
-        for j in 0..l {
-            let c = acc[j] >> 52;
-            acc[j] &= MASK52 as u128;
-            acc[j + 1] = acc[j + 1].wrapping_add(c);
-        }
     }
+    // No carries between rows: a column takes two products below 2^104 per row, so even at
+    // 80 limbs it stays below 2^112. One pass at the end normalises (the result is below
+    // 2m < R: nothing carries out of the top limb).
+    let mut carry = 0u128;
     for (o, &x) in out.iter_mut().zip(acc.iter()) {
-        *o = x as u64;
+        let t = x.wrapping_add(carry);
+        *o = t as u64 & MASK52;
+        carry = t >> 52;
     }
     buf.zeroize();
 }

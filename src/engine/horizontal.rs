@@ -4,12 +4,13 @@
 //!
 //! Why: a vertical kernel with a single operand at 2·L limbs leaves all but one lane idle, and
 //! that one lane does every limb product; here four limb products share each instruction.
-//! Not 512-bit registers: a lone request's exponentiation runs on 128-bit ones, and one
-//! 512-bit IFMA per request would hold the core at its lower AVX-512 clock for all of it
-//! (measured: the zmm form of this check made lone RSA-2048 requests slower overall).
-//! The word-serial Montgomery loop is latency-bound (each step's multiplier q waits on the
-//! previous step), so limb 0 is kept in a scalar register as in OpenSSL's AMM x1 routines: the
-//! chain per step is a few scalar operations and one register shift instead of two IFMAs.
+//! Not 512-bit registers: a lone request's exponentiation runs on 128-bit ones, and the
+//! 512-bit form of this check, though faster alone (6.7 µs against 8 at RSA-2048), made lone
+//! requests slower overall, as if a few thousand dense 512-bit IFMAs per request kept the core
+//! at its lower AVX-512 clock (a single one per request changes nothing measurable).
+//! Each step's multiplier q waits on the previous step, so limb 0 is kept in a scalar register
+//! as in OpenSSL's AMM x1 routines: the chain per step is a few scalar operations and one lane
+//! read, short enough that the IFMAs, not the chain, set the pace.
 
 use super::radix52::MASK52;
 use core::arch::x86_64::*;

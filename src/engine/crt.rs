@@ -207,36 +207,29 @@ pub fn private_op_unchecked(kernel: Kernel, jobs: &[(&CrtKey, &[u8])]) -> Vec<ze
     }
     // The exponent length is public: the widest prime in the batch.
     let exp_bits = jobs.iter().map(|(k, _)| k.prime_bits).max().unwrap_or(0);
-    let out: Vec<Vec<u64>> = match limbs {
-        10 => modexp::<10>(kernel, &lanes, exp_bits)
-            .into_iter()
-            .map(|x| x.to_vec())
-            .collect(),
-        20 => modexp::<20>(kernel, &lanes, exp_bits)
-            .into_iter()
-            .map(|x| x.to_vec())
-            .collect(),
-        30 => modexp::<30>(kernel, &lanes, exp_bits)
-            .into_iter()
-            .map(|x| x.to_vec())
-            .collect(),
-        40 => modexp::<40>(kernel, &lanes, exp_bits)
-            .into_iter()
-            .map(|x| x.to_vec())
-            .collect(),
+    fn run<const L: usize>(
+        kernel: Kernel,
+        lanes: &[LaneInput],
+        exp_bits: usize,
+        jobs: &[(&CrtKey, &[u8])],
+    ) -> Vec<zeroize::Zeroizing<Vec<u8>>> {
+        let out = modexp::<L>(kernel, lanes, exp_bits);
+        jobs.iter()
+            .enumerate()
+            .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
+            .collect()
+    }
+    let results = match limbs {
+        10 => run::<10>(kernel, &lanes, exp_bits, jobs),
+        20 => run::<20>(kernel, &lanes, exp_bits, jobs),
+        30 => run::<30>(kernel, &lanes, exp_bits, jobs),
+        40 => run::<40>(kernel, &lanes, exp_bits, jobs),
         _ => unreachable!("CrtKey::new admits only compiled limb counts"),
     };
-    let results: Vec<_> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
-        .collect();
     for (lo, hi) in splits.iter_mut() {
         lo.zeroize();
         hi.zeroize();
     }
-    let mut out = out;
-    out.iter_mut().for_each(|v| v.zeroize());
     results
 }
 

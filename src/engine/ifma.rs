@@ -8,6 +8,7 @@
 
 use super::radix52::MASK52;
 use core::arch::x86_64::*;
+use zeroize::{Zeroize, Zeroizing};
 
 pub const LANES: usize = 8;
 
@@ -301,6 +302,12 @@ pub struct LaneInput<'a> {
 #[repr(C, align(64))]
 struct Row([u64; LANES]);
 
+impl zeroize::Zeroize for Row {
+    fn zeroize(&mut self) {
+        self.0.zeroize();
+    }
+}
+
 fn rows<'a, T, const L: usize>(lanes: &[T], pick: impl Fn(&T) -> &'a [u64]) -> [Row; L] {
     let mut out = [Row([0; LANES]); L];
     for (k, lane) in lanes.iter().enumerate() {
@@ -335,13 +342,19 @@ macro_rules! by_width {
 /// Runs the lanes (at most 8) and returns `base^exp mod m` per lane, fully reduced, as L
 /// normalised limbs, on the narrowest register that holds them. `exp_bits` is public (the
 /// bit length of the moduli). Unused lanes compute on zeros modulo 1 and are ignored.
-pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
+/// The result holds s mod p and s mod q, which give away the key: it is wiped when dropped,
+/// and so is every copy of the key's parts made here.
+pub fn modexp<const L: usize>(
+    kernel: Kernel,
+    lanes: &[LaneInput],
+    exp_bits: usize,
+) -> Zeroizing<Vec<[u64; L]>> {
     assert!(lanes.len() <= LANES && (kernel == Kernel::Emulated || available()));
-    let lo = rows::<_, L>(lanes, |l| l.lo);
-    let hi = rows::<_, L>(lanes, |l| l.hi);
+    let mut lo = rows::<_, L>(lanes, |l| l.lo);
+    let mut hi = rows::<_, L>(lanes, |l| l.hi);
     let mut m = rows::<_, L>(lanes, |l| l.m);
-    let rr = rows::<_, L>(lanes, |l| l.rr);
-    let rrr = rows::<_, L>(lanes, |l| l.rrr);
+    let mut rr = rows::<_, L>(lanes, |l| l.rr);
+    let mut rrr = rows::<_, L>(lanes, |l| l.rrr);
     let mut k0 = Row([MASK52; LANES]);
     for k in 0..LANES {
         match lanes.get(k) {
@@ -354,7 +367,11 @@ pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usi
     // log2($entries) bits), the exponents cut into digits to match.
     macro_rules! run {
         ($module:ident, $v:ty, $entries:literal) => {{
-            let digits = digits(lanes, exp_bits, ($entries as usize).trailing_zeros() as usize);
+            let digits = Zeroizing::new(digits(
+                lanes,
+                exp_bits,
+                ($entries as usize).trailing_zeros() as usize,
+            ));
             let args = (&lo, &hi, &m, &k0, &rr, &rrr, digits.as_slice(), &mut out);
             $module::modexp_kernel::<$v, L, $entries>(args)
         }};
@@ -371,7 +388,11 @@ pub fn modexp<const L: usize>(kernel: Kernel, lanes: &[LaneInput], exp_bits: usi
             (Kernel::Avx512, _) => run!(avx512, Zmm, 16),
         }
     }
-    columns(&out, lanes.len())
+    let result = Zeroizing::new(columns(&out, lanes.len()));
+    for r in [&mut lo, &mut hi, &mut m, &mut rr, &mut rrr, &mut out] {
+        r.zeroize();
+    }
+    result
 }
 
 /// The exponents cut into `window`-bit digits, least significant first, one row per digit:

@@ -85,8 +85,8 @@ fn run<const L: usize>() -> String {
         .collect();
     let out = modexp::<L>(Kernel::Avx512, &lanes, 128);
     let mut h = Sha256::new();
-    for r in out {
-        h.update(r52::to_be_bytes(&r, 52 * L / 8));
+    for r in out.iter() {
+        h.update(r52::to_be_bytes(r, 52 * L / 8));
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }

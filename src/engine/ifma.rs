@@ -790,6 +790,10 @@ pub(super) unsafe fn modexp_kernel<V: Simd, const L: usize, const T: usize>(args
     clear_carries(&mut r);
     let r = reduce_once(&r, &m);
     store(&r, out);
+    // The table (powers of the base mod p) lives on the stack: wipe it before returning.
+    for v in table.iter_mut().flatten() {
+        core::ptr::write_volatile(v, zero);
+    }
 }
 
 $(#[$attr])*

@@ -96,13 +96,8 @@ unsafe fn powmod<const R: usize>(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e
     }
     // Out of Montgomery form: AMM(acc, 1) ≤ n; n itself stands for 0.
     let r = amm(&acc, &Limbs::<R>::from(&[1]), &md);
-    let mut out: Vec<u64> = (0..n.len()).map(|i| r.get(i)).collect();
-    let mut diff = vec![0u64; n.len()];
-    let borrow = super::radix52::sub_into(&out, n, &mut diff);
-    if borrow == 0 {
-        out = diff;
-    }
-    out
+    let out: Vec<u64> = (0..n.len()).map(|i| r.get(i)).collect();
+    super::radix52::reduce_once(&out, n)
 }
 
 /// Almost-Montgomery multiplication a·b·R⁻¹ mod m, normalised limbs in and out (inputs below

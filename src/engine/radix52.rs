@@ -82,12 +82,7 @@ pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, out: &mut [u64]) {
     // No carries between rows: a column takes two products below 2^104 per row, so even at
     // 80 limbs it stays below 2^112. One pass at the end normalises (the result is below
     // 2m < R: nothing carries out of the top limb).
-    let mut carry = 0u128;
-    for (o, &x) in out.iter_mut().zip(acc.iter()) {
-        let t = x.wrapping_add(carry);
-        *o = t as u64 & MASK52;
-        carry = t >> 52;
-    }
+    normalise_into(acc, out);
     buf.zeroize();
 }
 
@@ -163,13 +158,18 @@ pub fn mul_into(a: &[u64], b: &[u64], out: &mut [u64]) {
         acc[i] &= MASK52 as u128;
         acc[i + 1] = acc[i + 1].wrapping_add(c);
     }
+    normalise_into(acc, out);
+    buf.zeroize();
+}
+
+/// The columns `acc` as `out.len()` normalised limbs, each column's bits above 52 carried up.
+fn normalise_into(acc: &[u128], out: &mut [u64]) {
     let mut carry = 0u128;
-    for (k, o) in out.iter_mut().enumerate() {
-        let t = acc[k].wrapping_add(carry);
-        *o = (t as u64) & MASK52;
+    for (o, &x) in out.iter_mut().zip(acc) {
+        let t = x.wrapping_add(carry);
+        *o = t as u64 & MASK52;
         carry = t >> 52;
     }
-    buf.zeroize();
 }
 
 #[cfg(test)]

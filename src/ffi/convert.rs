@@ -3,7 +3,7 @@
 
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::{self, HashAlg, Mechanism, OaepParams, PssParams};
-use crate::token::attributes::Attributes;
+use crate::token::attributes::Template;
 use crate::token::Output;
 use cryptoki_sys::*;
 
@@ -77,21 +77,10 @@ pub unsafe fn template_pairs(
         .collect()
 }
 
-/// A template for creating or changing objects; an attribute given twice with different
-/// values is inconsistent.
-pub unsafe fn template(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Attributes> {
-    let pairs = template_pairs(p, n)?;
-    let mut a = Attributes::new();
-    for (t, v) in pairs {
-        if a.get(t).is_some_and(|old| old != v.as_slice()) {
-            return fail_because(
-                CKR_TEMPLATE_INCONSISTENT,
-                format!("attribute 0x{t:x} given twice"),
-            );
-        }
-        a.set(t, v);
-    }
-    Ok(a)
+/// A template for creating or changing objects, every value checked against its
+/// attribute's shape (`Template::parse`).
+pub unsafe fn template(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Template> {
+    Template::parse(template_pairs(p, n)?)
 }
 
 /// The caller's attribute array for `C_GetAttributeValue`, writable.

@@ -1,6 +1,9 @@
 //! An object's attributes as PKCS#11 defines them: type → value bytes in the native layout the
 //! C API uses (`CK_ULONG` native-endian, `CK_BBOOL` one byte). Values are zeroized on drop.
+//! Also the one place an application's template is parsed: `Template::parse` checks every
+//! value against its attribute's shape, so no other code ever sees a `CK_BBOOL` of 2.
 
+use crate::error::{fail_because, Result};
 use cryptoki_sys::*;
 use std::collections::BTreeMap;
 use zeroize::Zeroizing;
@@ -51,10 +54,13 @@ impl Attributes {
         self.0.remove(&t)
     }
 
-    /// A boolean attribute; absent or malformed reads as `default`.
+    /// A boolean attribute; absent reads as `default`. Values are 0 or 1 (`Template::parse`
+    /// and the store refuse anything else); should another byte ever appear, it reads as
+    /// `default`, never as true.
     pub fn bool_or(&self, t: CK_ATTRIBUTE_TYPE, default: bool) -> bool {
         match self.get(t) {
-            Some([b]) => *b != 0,
+            Some([0]) => false,
+            Some([1]) => true,
             _ => default,
         }
     }
@@ -121,6 +127,120 @@ impl Attributes {
             b = &b[12 + len..];
         }
         Some(a)
+    }
+}
+
+/// The shape of an attribute's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `CK_BBOOL`: exactly one byte, 0 or 1.
+    Bool,
+    /// `CK_ULONG` and the types defined as one (`CK_OBJECT_CLASS`, `CK_KEY_TYPE`, ...).
+    Ulong,
+    /// An array of `CK_MECHANISM_TYPE`.
+    Mechanisms,
+    /// An attribute array (`CKF_ARRAY_ATTRIBUTE`): held as the `to_bytes` encoding of the
+    /// nested attributes, which the C boundary converts to and from `CK_ATTRIBUTE` arrays.
+    Template,
+    Bytes,
+}
+
+pub fn kind(t: CK_ATTRIBUTE_TYPE) -> Kind {
+    match t {
+        CKA_TOKEN
+        | CKA_PRIVATE
+        | CKA_MODIFIABLE
+        | CKA_COPYABLE
+        | CKA_DESTROYABLE
+        | CKA_DERIVE
+        | CKA_LOCAL
+        | CKA_ENCRYPT
+        | CKA_DECRYPT
+        | CKA_SIGN
+        | CKA_VERIFY
+        | CKA_SIGN_RECOVER
+        | CKA_VERIFY_RECOVER
+        | CKA_WRAP
+        | CKA_UNWRAP
+        | CKA_TRUSTED
+        | CKA_SENSITIVE
+        | CKA_EXTRACTABLE
+        | CKA_ALWAYS_SENSITIVE
+        | CKA_NEVER_EXTRACTABLE
+        | CKA_WRAP_WITH_TRUSTED
+        | CKA_ALWAYS_AUTHENTICATE => Kind::Bool,
+        CKA_CLASS
+        | CKA_KEY_TYPE
+        | CKA_CERTIFICATE_TYPE
+        | CKA_CERTIFICATE_CATEGORY
+        | CKA_MODULUS_BITS
+        | CKA_VALUE_LEN
+        | CKA_KEY_GEN_MECHANISM
+        | CKA_JAVA_MIDP_SECURITY_DOMAIN
+        | CKA_NAME_HASH_ALGORITHM => Kind::Ulong,
+        CKA_ALLOWED_MECHANISMS => Kind::Mechanisms,
+        CKA_WRAP_TEMPLATE | CKA_UNWRAP_TEMPLATE | CKA_DERIVE_TEMPLATE => Kind::Template,
+        _ => Kind::Bytes,
+    }
+}
+
+/// Whether `v` is a well-formed value of attribute `t`; `nested` for a value inside an
+/// attribute array, where arrays may not nest again.
+fn well_formed(t: CK_ATTRIBUTE_TYPE, v: &[u8], nested: bool) -> bool {
+    match kind(t) {
+        Kind::Bool => v == [0] || v == [1],
+        Kind::Ulong => v.len() == ULONG_LEN,
+        Kind::Mechanisms => v.len().is_multiple_of(ULONG_LEN),
+        Kind::Template => {
+            !nested
+                && Attributes::from_bytes(v)
+                    .is_some_and(|inner| inner.iter().all(|(t, v)| well_formed(t, v, true)))
+        }
+        Kind::Bytes => true,
+    }
+}
+
+/// An application's template, every value checked against its attribute's shape. The token
+/// functions that create or change objects take only this type, so a value no rule was
+/// written for (a `CK_BBOOL` of 2, read as true by one check and as "not 1" by another) cannot
+/// reach them.
+#[derive(Clone, Default)]
+pub struct Template(Attributes);
+
+impl Template {
+    /// Checks and collects `(type, value)` pairs in the caller's order: a malformed value is
+    /// `CKR_ATTRIBUTE_VALUE_INVALID`, an attribute given twice with different values
+    /// `CKR_TEMPLATE_INCONSISTENT`.
+    pub fn parse(pairs: impl IntoIterator<Item = (CK_ATTRIBUTE_TYPE, Vec<u8>)>) -> Result<Template> {
+        let mut a = Attributes::new();
+        for (t, v) in pairs {
+            if !well_formed(t, &v, false) {
+                return fail_because(
+                    CKR_ATTRIBUTE_VALUE_INVALID,
+                    format!(
+                        "attribute 0x{t:x}: a value of {} bytes is not a valid {:?} (a CK_BBOOL is one byte, 0 or 1; a CK_ULONG {ULONG_LEN} bytes)",
+                        v.len(),
+                        kind(t)
+                    ),
+                );
+            }
+            if a.get(t).is_some_and(|old| old != v.as_slice()) {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    format!("attribute 0x{t:x} given twice with different values"),
+                );
+            }
+            a.set(t, v);
+        }
+        Ok(Template(a))
+    }
+
+    pub fn attrs(&self) -> &Attributes {
+        &self.0
+    }
+
+    pub fn into_attributes(self) -> Attributes {
+        self.0
     }
 }
 

@@ -1,10 +1,11 @@
 //! Cryptographic functions of the library: sign, verify, encrypt, decrypt, digest, wrap and
 //! unwrap. Checks key class, usage flags and allowed mechanisms before any work.
 
-use super::attributes::Attributes;
+use super::attributes::Template;
 use super::library::{Library, Output};
 use super::object::Object;
 use super::operation::{CryptKey, CryptOp, DigestOp, Operation, SignOp, VerifyOp};
+use super::policy;
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::{self, rsa, Mechanism};
@@ -324,14 +325,7 @@ impl Library {
             if target.attrs.class() != Some(CKO_SECRET_KEY) {
                 return fail_because(CKR_KEY_NOT_WRAPPABLE, "only secret keys can be wrapped");
             }
-            if !target.attrs.bool_or(CKA_EXTRACTABLE, false) {
-                return fail(CKR_KEY_UNEXTRACTABLE);
-            }
-            if target.attrs.bool_or(CKA_WRAP_WITH_TRUSTED, false)
-                && !wrapper.attrs.bool_or(CKA_TRUSTED, false)
-            {
-                return fail(CKR_KEY_NOT_WRAPPABLE);
-            }
+            policy::check_wrap(&wrapper.attrs, &target.attrs)?;
             let value = target.attrs.get(CKA_VALUE).unwrap_or(&[]);
             let wrapped = match &mech {
                 Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
@@ -377,7 +371,7 @@ impl Library {
         mech: Mechanism,
         unwrapping: CK_OBJECT_HANDLE,
         wrapped: &[u8],
-        template: Attributes,
+        template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
         self.with_session(h, |s| {
             let unwrapper = s
@@ -410,6 +404,7 @@ impl Library {
                 }
                 _ => return fail(CKR_MECHANISM_INVALID),
             };
+            let template = policy::unwrap_template(&unwrapper.attrs, template)?;
             self.add_unwrapped(s, template, value.to_vec())
         })
     }

@@ -1,11 +1,11 @@
 //! Object functions of the library: create, copy, destroy, read and change attributes, search,
 //! and key generation. Enforces who may see and change what.
 
-use super::attributes::Attributes;
+use super::attributes::{Attributes, Template};
 use super::library::Library;
 use super::object::{derive_key_attributes, Object};
 use super::operation::FindOp;
-use super::policy::{self, Origin};
+use super::policy::{self, Change, Origin};
 use super::session::Session;
 use super::slot::LoginState;
 use crate::engine;
@@ -37,6 +37,7 @@ impl Library {
     /// are written in one transaction.
     fn add_objects(&self, session: &Session, mut objects: Vec<Attributes>) -> Result<Vec<CK_OBJECT_HANDLE>> {
         for attrs in &mut objects {
+            policy::check_invariants(attrs)?;
             Self::check_write(session, attrs)?;
             let mut uid = [0u8; 16];
             getrandom::fill(&mut uid).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
@@ -74,22 +75,23 @@ impl Library {
         template: Attributes,
         origin: Origin,
     ) -> Result<CK_OBJECT_HANDLE> {
-        let mut attrs = policy::complete_new(template, origin)?;
+        let so = session.token.login_state() == LoginState::So;
+        let mut attrs = policy::complete_new(template, origin, so)?;
         derive_key_attributes(&mut attrs)?;
         self.add_object(session, attrs)
     }
 
-    pub fn create_object(&self, h: CK_SESSION_HANDLE, template: Attributes) -> Result<CK_OBJECT_HANDLE> {
+    pub fn create_object(&self, h: CK_SESSION_HANDLE, template: Template) -> Result<CK_OBJECT_HANDLE> {
         let session = self.session(h)?;
         let s = session.lock();
-        self.new_object(&s, template, Origin::Created)
+        self.new_object(&s, template.into_attributes(), Origin::Created)
     }
 
     pub fn copy_object(
         &self,
         h: CK_SESSION_HANDLE,
         handle: CK_OBJECT_HANDLE,
-        template: Attributes,
+        template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
         let session = self.session(h)?;
         let s = session.lock();
@@ -97,11 +99,10 @@ impl Library {
         if !obj.attrs.bool_or(CKA_COPYABLE, true) {
             return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_COPYABLE false");
         }
-        policy::check_shapes(&template)?;
         let so = s.token.login_state() == LoginState::So;
         let mut attrs = obj.attrs.clone();
-        for (t, v) in template.iter() {
-            policy::check_change(&obj.attrs, t, v, true, so)?;
+        for (t, v) in template.attrs().iter() {
+            policy::check_change(&obj.attrs, t, v, Change::Copy, so)?;
             attrs.set(t, v.to_vec());
         }
         self.add_object(&s, attrs)
@@ -134,7 +135,7 @@ impl Library {
         &self,
         h: CK_SESSION_HANDLE,
         handle: CK_OBJECT_HANDLE,
-        template: Attributes,
+        template: Template,
     ) -> Result<()> {
         let session = self.session(h)?;
         let s = session.lock();
@@ -145,13 +146,13 @@ impl Library {
         if !obj.attrs.bool_or(CKA_MODIFIABLE, true) {
             return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_MODIFIABLE false");
         }
-        policy::check_shapes(&template)?;
         let so = s.token.login_state() == LoginState::So;
         let mut attrs = obj.attrs.clone();
-        for (t, v) in template.iter() {
-            policy::check_change(&obj.attrs, t, v, false, so)?;
+        for (t, v) in template.attrs().iter() {
+            policy::check_change(&obj.attrs, t, v, Change::Set, so)?;
             attrs.set(t, v.to_vec());
         }
+        policy::check_invariants(&attrs)?;
         s.token.update_object(&obj, attrs)
     }
 
@@ -196,8 +197,8 @@ impl Library {
         &self,
         h: CK_SESSION_HANDLE,
         mech: &Mechanism,
-        public: Attributes,
-        private: Attributes,
+        public: Template,
+        private: Template,
     ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
         if *mech != Mechanism::RsaPkcsKeyPairGen {
             return fail(CKR_MECHANISM_INVALID);
@@ -229,11 +230,12 @@ impl Library {
                 );
             }
         }
-        // Check both templates before spending seconds on the key.
+        // Check both templates before spending seconds on the key: a pair is made whole or
+        // not at all.
         let origin = Origin::Generated(CKM_RSA_PKCS_KEY_PAIR_GEN);
-        for t in [&public, &private] {
-            policy::check_shapes(t)?;
-            Self::check_write(&s, t)?;
+        let so = s.token.login_state() == LoginState::So;
+        for (t, class) in [(&public, CKO_PUBLIC_KEY), (&private, CKO_PRIVATE_KEY)] {
+            Self::check_write(&s, &policy::preview_new(t, class, so)?)?;
         }
         let c = engine::generate(bits, &e).map_err(|err| {
             log::info!("RSA key generation refused: {err}");
@@ -250,8 +252,8 @@ impl Library {
         private.set(CKA_EXPONENT_1, c.exponent_1.to_vec());
         private.set(CKA_EXPONENT_2, c.exponent_2.to_vec());
         private.set(CKA_COEFFICIENT, c.coefficient.to_vec());
-        let mut public = policy::complete_new(public, origin)?;
-        let mut private = policy::complete_new(private, origin)?;
+        let mut public = policy::complete_new(public, origin, so)?;
+        let mut private = policy::complete_new(private, origin, so)?;
         derive_key_attributes(&mut public)?;
         derive_key_attributes(&mut private)?;
         let handles = self.add_objects(&s, vec![public, private])?;
@@ -262,7 +264,7 @@ impl Library {
         &self,
         h: CK_SESSION_HANDLE,
         mech: &Mechanism,
-        template: Attributes,
+        template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
         let key_type = match mech {
             Mechanism::AesKeyGen => CKK_AES,
@@ -272,6 +274,8 @@ impl Library {
         let session = self.session(h)?;
         let s = session.lock();
         let mut t = with_class(template, CKO_SECRET_KEY, key_type)?;
+        let so = s.token.login_state() == LoginState::So;
+        Self::check_write(&s, &policy::preview_new(&t, CKO_SECRET_KEY, so)?)?;
         let len = match t.remove(CKA_VALUE_LEN) {
             Some(v) if v.len() == std::mem::size_of::<CK_ULONG>() => {
                 CK_ULONG::from_ne_bytes(v.as_slice().try_into().unwrap()) as usize
@@ -303,14 +307,14 @@ impl Library {
     pub(super) fn add_unwrapped(
         &self,
         s: &Session,
-        template: Attributes,
+        template: Template,
         value: Vec<u8>,
     ) -> Result<CK_OBJECT_HANDLE> {
-        let class = template.class().unwrap_or(CKO_SECRET_KEY);
+        let class = template.attrs().class().unwrap_or(CKO_SECRET_KEY);
         if class != CKO_SECRET_KEY {
             return fail_because(CKR_TEMPLATE_INCONSISTENT, "only secret keys can be unwrapped");
         }
-        let mut t = template;
+        let mut t = template.into_attributes();
         t.set_ulong(CKA_CLASS, CKO_SECRET_KEY);
         if t.remove(CKA_VALUE_LEN)
             .is_some_and(|v| v.as_slice() != (value.len() as CK_ULONG).to_ne_bytes())
@@ -324,8 +328,8 @@ impl Library {
 
 /// Adds `CKA_CLASS`/`CKA_KEY_TYPE` when the template leaves them out (Knot does); refuses
 /// a template that names others.
-fn with_class(mut t: Attributes, class: CK_OBJECT_CLASS, key_type: CK_KEY_TYPE) -> Result<Attributes> {
-    policy::check_shapes(&t)?;
+fn with_class(t: Template, class: CK_OBJECT_CLASS, key_type: CK_KEY_TYPE) -> Result<Attributes> {
+    let mut t = t.into_attributes();
     if t.class().is_some_and(|c| c != class) || t.key_type().is_some_and(|k| k != key_type) {
         return fail_because(
             CKR_TEMPLATE_INCONSISTENT,

@@ -1,7 +1,7 @@
 //! Attribute policy: which attributes each kind of object has, their defaults, which are
 //! sensitive, which the application may set at creation, change later, or change by copying.
 
-use super::attributes::{ulong_bytes, Attributes, ULONG_LEN};
+use super::attributes::{ulong_bytes, Attributes, Template};
 use crate::error::{fail_because, Result};
 use cryptoki_sys::*;
 
@@ -11,50 +11,6 @@ pub enum Origin {
     Created,
     Generated(CK_MECHANISM_TYPE),
     Unwrapped,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Bool,
-    Ulong,
-    Bytes,
-}
-
-fn kind(t: CK_ATTRIBUTE_TYPE) -> Kind {
-    match t {
-        CKA_TOKEN
-        | CKA_PRIVATE
-        | CKA_MODIFIABLE
-        | CKA_COPYABLE
-        | CKA_DESTROYABLE
-        | CKA_DERIVE
-        | CKA_LOCAL
-        | CKA_ENCRYPT
-        | CKA_DECRYPT
-        | CKA_SIGN
-        | CKA_VERIFY
-        | CKA_SIGN_RECOVER
-        | CKA_VERIFY_RECOVER
-        | CKA_WRAP
-        | CKA_UNWRAP
-        | CKA_TRUSTED
-        | CKA_SENSITIVE
-        | CKA_EXTRACTABLE
-        | CKA_ALWAYS_SENSITIVE
-        | CKA_NEVER_EXTRACTABLE
-        | CKA_WRAP_WITH_TRUSTED
-        | CKA_ALWAYS_AUTHENTICATE => Kind::Bool,
-        CKA_CLASS
-        | CKA_KEY_TYPE
-        | CKA_CERTIFICATE_TYPE
-        | CKA_CERTIFICATE_CATEGORY
-        | CKA_MODULUS_BITS
-        | CKA_VALUE_LEN
-        | CKA_KEY_GEN_MECHANISM
-        | CKA_JAVA_MIDP_SECURITY_DOMAIN
-        | CKA_NAME_HASH_ALGORITHM => Kind::Ulong,
-        _ => Kind::Bytes,
-    }
 }
 
 const COMMON: &[CK_ATTRIBUTE_TYPE] = &[
@@ -76,6 +32,7 @@ const KEY: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_LOCAL,
     CKA_KEY_GEN_MECHANISM,
     CKA_ALLOWED_MECHANISMS,
+    CKA_DERIVE_TEMPLATE,
 ];
 const PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_SUBJECT,
@@ -84,6 +41,7 @@ const PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_VERIFY_RECOVER,
     CKA_WRAP,
     CKA_TRUSTED,
+    CKA_WRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
     CKA_MODULUS,
     CKA_MODULUS_BITS,
@@ -101,6 +59,7 @@ const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_NEVER_EXTRACTABLE,
     CKA_WRAP_WITH_TRUSTED,
     CKA_ALWAYS_AUTHENTICATE,
+    CKA_UNWRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
     CKA_MODULUS,
     CKA_PUBLIC_EXPONENT,
@@ -125,6 +84,8 @@ const SECRET: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_CHECK_VALUE,
     CKA_WRAP_WITH_TRUSTED,
     CKA_TRUSTED,
+    CKA_WRAP_TEMPLATE,
+    CKA_UNWRAP_TEMPLATE,
     CKA_VALUE,
     CKA_VALUE_LEN,
 ];
@@ -182,7 +143,8 @@ pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
     secret_part && (attrs.bool_or(CKA_SENSITIVE, true) || !attrs.bool_or(CKA_EXTRACTABLE, false))
 }
 
-/// Attributes the token computes; an application may not set them.
+/// Attributes the token computes; no template may set them (PKCS#11 3.0 §4.2 footnotes 2, 4,
+/// 6: not specified when an object is created, generated or unwrapped).
 fn token_managed(t: CK_ATTRIBUTE_TYPE) -> bool {
     matches!(
         t,
@@ -190,43 +152,112 @@ fn token_managed(t: CK_ATTRIBUTE_TYPE) -> bool {
     )
 }
 
-/// Checks a template's value shapes (boolean 1 byte, `CK_ULONG` 8 bytes).
-pub fn check_shapes(template: &Attributes) -> Result<()> {
-    for (t, v) in template.iter() {
-        let ok = match kind(t) {
-            Kind::Bool => v.len() == 1,
-            Kind::Ulong => v.len() == ULONG_LEN,
-            Kind::Bytes => t != CKA_ALLOWED_MECHANISMS || v.len() % ULONG_LEN == 0,
-        };
-        if !ok {
-            return fail_because(
-                CKR_ATTRIBUTE_VALUE_INVALID,
-                format!(
-                    "attribute 0x{t:x} has a value of the wrong length ({} bytes)",
-                    v.len()
-                ),
-            );
-        }
+/// The attributes that, once an object exists, may move one way only, and the value they may
+/// move to (PKCS#11 3.0 §4.4-4.9: `CKA_EXTRACTABLE` true→false, `CKA_SENSITIVE` and
+/// `CKA_WRAP_WITH_TRUSTED` false→true, `CKA_COPYABLE`/`CKA_DESTROYABLE`/`CKA_MODIFIABLE`
+/// never back to true). `CKA_ALWAYS_AUTHENTICATE` is here too: clearing it would let a key
+/// sign without the context-specific login it was made to need. `check_change` applies this
+/// table to `C_SetAttributeValue` and `C_CopyObject`; new objects (create, generate, unwrap)
+/// start from the template and go through `complete_new`.
+pub const ONE_WAY: &[(CK_ATTRIBUTE_TYPE, bool)] = &[
+    (CKA_EXTRACTABLE, false),
+    (CKA_COPYABLE, false),
+    (CKA_DESTROYABLE, false),
+    (CKA_MODIFIABLE, false),
+    (CKA_SENSITIVE, true),
+    (CKA_WRAP_WITH_TRUSTED, true),
+    (CKA_ALWAYS_AUTHENTICATE, true),
+];
+
+/// The attributes only the security officer may make true (PKCS#11 3.0 §4.8: "can only be
+/// set to CK_TRUE by the SO user"), at creation and later alike.
+const SO_ONLY_TRUE: &[CK_ATTRIBUTE_TYPE] = &[CKA_TRUSTED];
+
+fn check_so_only(t: CK_ATTRIBUTE_TYPE, new: &[u8], so_logged_in: bool) -> Result<()> {
+    if SO_ONLY_TRUE.contains(&t) && new == [1] && !so_logged_in {
+        return fail_because(
+            CKR_ATTRIBUTE_READ_ONLY,
+            format!("attribute 0x{t:x} can be set true only by the security officer"),
+        );
     }
     Ok(())
 }
 
+/// What every object satisfies whichever way it came to be: checked on the final attributes
+/// of every new object (create, copy, generate, unwrap) and every changed one.
+///
+/// A token object holding a private or secret key is private: its key material is sealed
+/// under the token key, which only a user login opens, so a "public" key would sign in the
+/// process that made it and be unusable in every other. Refused rather than made to behave
+/// differently per process. Session objects live in one process and may be public.
+pub fn check_invariants(a: &Attributes) -> Result<()> {
+    let holds_key = matches!(a.class(), Some(CKO_PRIVATE_KEY | CKO_SECRET_KEY));
+    if holds_key && a.is_token() && !a.is_private() {
+        return fail_because(
+            CKR_TEMPLATE_INCONSISTENT,
+            "private and secret keys stored on the token must have CKA_PRIVATE true (their key material opens only after a user login)",
+        );
+    }
+    Ok(())
+}
+
+/// Every attribute of `a` is one an object of its class has.
+fn check_belongs(a: &Attributes) -> Result<()> {
+    match a.iter().find(|(t, _)| !valid_for(a, *t)) {
+        Some((t, _)) => fail_because(
+            CKR_ATTRIBUTE_TYPE_INVALID,
+            format!(
+                "attribute 0x{t:x} does not belong to an object of class 0x{:x}",
+                a.class().unwrap_or(CK_UNAVAILABLE_INFORMATION)
+            ),
+        ),
+        None => Ok(()),
+    }
+}
+
+/// Template attributes only the token or only the security officer may set.
+fn check_who_sets(a: &Attributes, so_logged_in: bool) -> Result<()> {
+    if let Some((t, _)) = a.iter().find(|(t, _)| token_managed(*t)) {
+        return fail_because(
+            CKR_ATTRIBUTE_READ_ONLY,
+            format!("attribute 0x{t:x} is set by the token, not the application"),
+        );
+    }
+    a.iter().try_for_each(|(t, v)| check_so_only(t, v, so_logged_in))
+}
+
+/// `CKA_TOKEN` false and `CKA_PRIVATE` true for keys with secret material, as PKCS#11 leaves
+/// to the token.
+fn fill_storage_defaults(a: &mut Attributes, class: CK_OBJECT_CLASS) {
+    a.set_default(CKA_TOKEN, vec![0]);
+    a.set_default(
+        CKA_PRIVATE,
+        vec![matches!(class, CKO_PRIVATE_KEY | CKO_SECRET_KEY) as u8],
+    );
+}
+
+/// The rules of `complete_new` that need no key material, on a key-generation template of
+/// class `class`: refused before seconds are spent making the key. Returns the template with
+/// `CKA_TOKEN`/`CKA_PRIVATE` as the object will have them, for the caller's login checks.
+pub fn preview_new(a: &Attributes, class: CK_OBJECT_CLASS, so_logged_in: bool) -> Result<Attributes> {
+    check_belongs(a)?;
+    check_who_sets(a, so_logged_in)?;
+    let mut probe = a.clone();
+    fill_storage_defaults(&mut probe, class);
+    check_invariants(&probe)?;
+    Ok(probe)
+}
+
 /// Completes a new object's template: checks it, fills the defaults of its class and the
 /// attributes the token derives. Key-material consistency is checked by the caller.
-pub fn complete_new(mut a: Attributes, origin: Origin) -> Result<Attributes> {
-    check_shapes(&a)?;
+///
+/// `a` is the application's template (already shape-checked by `Template::parse`) plus, for
+/// generated and unwrapped keys, the key material the token added.
+pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Result<Attributes> {
     let class = match a.class() {
         Some(c) => c,
         None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_CLASS is missing"),
     };
-    if origin == Origin::Created {
-        if let Some((t, _)) = a.iter().find(|(t, _)| token_managed(*t)) {
-            return fail_because(
-                CKR_ATTRIBUTE_READ_ONLY,
-                format!("attribute 0x{t:x} is set by the token, not the application"),
-            );
-        }
-    }
     let key_type = a.key_type();
     match (class, key_type) {
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(CKK_RSA)) => {}
@@ -248,16 +279,10 @@ pub fn complete_new(mut a: Attributes, origin: Origin) -> Result<Attributes> {
             )
         }
     }
-    if let Some((t, _)) = a.iter().find(|(t, _)| !valid_for(&a, *t)) {
-        return fail_because(
-            CKR_ATTRIBUTE_TYPE_INVALID,
-            format!("attribute 0x{t:x} does not belong to an object of class 0x{class:x}"),
-        );
-    }
+    check_belongs(&a)?;
+    check_who_sets(&a, so_logged_in)?;
     let is_key = matches!(class, CKO_PUBLIC_KEY | CKO_PRIVATE_KEY | CKO_SECRET_KEY);
-    let secret = matches!(class, CKO_PRIVATE_KEY | CKO_SECRET_KEY);
-    a.set_default(CKA_TOKEN, vec![0]);
-    a.set_default(CKA_PRIVATE, vec![secret as u8]);
+    fill_storage_defaults(&mut a, class);
     a.set_default(CKA_MODIFIABLE, vec![1]);
     a.set_default(CKA_COPYABLE, vec![1]);
     a.set_default(CKA_DESTROYABLE, vec![1]);
@@ -361,17 +386,25 @@ fn require(a: &Attributes, needed: &[CK_ATTRIBUTE_TYPE]) -> Result<()> {
     }
 }
 
-/// Why an attribute change is refused, if it is: `copying` allows the attributes that
-/// `C_CopyObject` may change (`CKA_TOKEN`, `CKA_PRIVATE`, `CKA_MODIFIABLE`).
+/// How a change reaches an existing object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// `C_SetAttributeValue`.
+    Set,
+    /// `C_CopyObject`'s template, applied to the copy.
+    Copy,
+}
+
+/// Why changing `t` of `obj` to `new` is refused, if it is. `new` is well-formed
+/// (`Template::parse`).
 pub fn check_change(
     obj: &Attributes,
     t: CK_ATTRIBUTE_TYPE,
     new: &[u8],
-    copying: bool,
+    how: Change,
     so_logged_in: bool,
 ) -> Result<()> {
-    let old = obj.get(t);
-    if old == Some(new) {
+    if obj.get(t) == Some(new) {
         return Ok(());
     }
     if !valid_for(obj, t) {
@@ -380,18 +413,31 @@ pub fn check_change(
             format!("attribute 0x{t:x} does not belong to this object"),
         );
     }
-    let class = obj.class().unwrap_or(CKO_DATA);
-    let to_true = new == [1];
-    let read_only = || {
+    let read_only = |why: &str| {
         fail_because(
             CKR_ATTRIBUTE_READ_ONLY,
-            format!("attribute 0x{t:x} cannot be changed on this object"),
+            format!("attribute 0x{t:x} cannot be changed on this object: {why}"),
         )
     };
+    if let Some(&(_, towards)) = ONE_WAY.iter().find(|(a, _)| *a == t) {
+        if t == CKA_MODIFIABLE && how == Change::Set {
+            return read_only("CKA_MODIFIABLE changes only in C_CopyObject");
+        }
+        return if (new == [1]) == towards {
+            Ok(())
+        } else {
+            read_only(&format!(
+                "it may only become {}",
+                if towards { "true" } else { "false" }
+            ))
+        };
+    }
+    check_so_only(t, new, so_logged_in)?;
+    let class = obj.class().unwrap_or(CKO_DATA);
     match t {
-        CKA_TOKEN | CKA_PRIVATE if copying => Ok(()),
-        CKA_MODIFIABLE if copying && !to_true => Ok(()),
-        CKA_LABEL
+        CKA_TOKEN | CKA_PRIVATE if how == Change::Copy => Ok(()),
+        CKA_TRUSTED
+        | CKA_LABEL
         | CKA_ID
         | CKA_START_DATE
         | CKA_END_DATE
@@ -405,8 +451,7 @@ pub fn check_change(
         | CKA_VERIFY_RECOVER
         | CKA_WRAP
         | CKA_UNWRAP
-        | CKA_ALLOWED_MECHANISMS
-        | CKA_ALWAYS_AUTHENTICATE => Ok(()),
+        | CKA_ALLOWED_MECHANISMS => Ok(()),
         CKA_APPLICATION | CKA_OBJECT_ID | CKA_VALUE if class == CKO_DATA => Ok(()),
         CKA_ISSUER
         | CKA_SERIAL_NUMBER
@@ -418,14 +463,55 @@ pub fn check_change(
         {
             Ok(())
         }
-        CKA_SENSITIVE | CKA_WRAP_WITH_TRUSTED if to_true => Ok(()),
-        CKA_EXTRACTABLE | CKA_COPYABLE | CKA_DESTROYABLE if !to_true => Ok(()),
-        CKA_TRUSTED if so_logged_in => Ok(()),
-        CKA_TRUSTED => fail_because(
-            CKR_ATTRIBUTE_READ_ONLY,
-            "only the security officer may set CKA_TRUSTED",
-        ),
         _ if t >= CKA_VENDOR_DEFINED => Ok(()),
-        _ => read_only(),
+        _ => read_only("it is fixed when the object is made"),
     }
+}
+
+/// The nested attributes of an attribute-array value (`CKA_WRAP_TEMPLATE`, ...), if any.
+fn nested(a: &Attributes, t: CK_ATTRIBUTE_TYPE) -> Option<Attributes> {
+    a.get(t).and_then(Attributes::from_bytes)
+}
+
+/// Whether `target` may leave the token wrapped by `wrapper` (`C_WrapKey`): it must be
+/// extractable, a `CKA_WRAP_WITH_TRUSTED` key needs a `CKA_TRUSTED` wrapper, and a wrapper's
+/// `CKA_WRAP_TEMPLATE` names the attribute values every key it wraps must have.
+pub fn check_wrap(wrapper: &Attributes, target: &Attributes) -> Result<()> {
+    if !target.bool_or(CKA_EXTRACTABLE, false) {
+        return fail_because(CKR_KEY_UNEXTRACTABLE, "the key has CKA_EXTRACTABLE false");
+    }
+    if target.bool_or(CKA_WRAP_WITH_TRUSTED, false) && !wrapper.bool_or(CKA_TRUSTED, false) {
+        return fail_because(
+            CKR_KEY_NOT_WRAPPABLE,
+            "the key has CKA_WRAP_WITH_TRUSTED and the wrapping key is not CKA_TRUSTED",
+        );
+    }
+    if let Some(required) = nested(wrapper, CKA_WRAP_TEMPLATE) {
+        if let Some((t, _)) = required.iter().find(|(t, v)| target.get(*t) != Some(*v)) {
+            return fail_because(
+                CKR_KEY_NOT_WRAPPABLE,
+                format!("the key's attribute 0x{t:x} does not match the wrapping key's CKA_WRAP_TEMPLATE"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The template of a key `unwrapper` unwraps: the application's, with the unwrapping key's
+/// `CKA_UNWRAP_TEMPLATE` imposed; a value that contradicts it is `CKR_TEMPLATE_INCONSISTENT`.
+pub fn unwrap_template(unwrapper: &Attributes, template: Template) -> Result<Template> {
+    let Some(imposed) = nested(unwrapper, CKA_UNWRAP_TEMPLATE) else {
+        return Ok(template);
+    };
+    let mut a = template.into_attributes();
+    for (t, v) in imposed.iter() {
+        if a.get(t).is_some_and(|mine| mine != v) {
+            return fail_because(
+                CKR_TEMPLATE_INCONSISTENT,
+                format!("attribute 0x{t:x} contradicts the unwrapping key's CKA_UNWRAP_TEMPLATE"),
+            );
+        }
+        a.set(t, v.to_vec());
+    }
+    Template::parse(a.iter().map(|(t, v)| (t, v.to_vec())))
 }

@@ -40,27 +40,33 @@ pub struct Migrate {
     dry_run: bool,
 }
 
+/// A SoftHSM attribute value in PKCS#11's native layout; an attribute template
+/// (`CKA_WRAP_TEMPLATE`, ...) in the nested form ferrohsm keeps it in.
+fn native(v: &Value) -> Vec<u8> {
+    match v {
+        Value::Bool(b) => vec![*b as u8],
+        Value::Ulong(u) => (*u as CK_ULONG).to_ne_bytes().to_vec(),
+        Value::Bytes(b) => b.to_vec(),
+        Value::MechSet(m) => m.iter().flat_map(|x| (*x as CK_ULONG).to_ne_bytes()).collect(),
+        Value::Map(m) => {
+            let nested =
+                Attributes::from_pairs(m.iter().map(|a| (a.kind as CK_ATTRIBUTE_TYPE, native(&a.value))));
+            nested.to_bytes().to_vec()
+        }
+    }
+}
+
 /// SoftHSM attribute values in PKCS#11's native layout.
 fn convert(obj: &SoftObject, dropped: &mut Vec<String>) -> Attributes {
     let mut a = Attributes::new();
     for (t, v) in &obj.attrs {
         let t = *t as CK_ATTRIBUTE_TYPE;
-        let bytes = match v {
-            Value::Bool(b) => vec![*b as u8],
-            Value::Ulong(u) => (*u as CK_ULONG).to_ne_bytes().to_vec(),
-            Value::Bytes(b) => b.to_vec(),
-            Value::MechSet(m) => m.iter().flat_map(|x| (*x as CK_ULONG).to_ne_bytes()).collect(),
-            // SoftHSM writes empty wrap/unwrap templates on every key: nothing to carry.
-            Value::Map(m) if m.is_empty() => continue,
-            Value::Map(_) => {
-                dropped.push(format!(
-                    "{}: attribute template 0x{t:x} (not supported by ferrohsm)",
-                    obj.file.display()
-                ));
-                continue;
-            }
-        };
-        a.set(t, bytes);
+        // SoftHSM writes empty wrap/unwrap templates on every key: an empty template
+        // restricts nothing, the same as none.
+        if matches!(v, Value::Map(m) if m.is_empty()) {
+            continue;
+        }
+        a.set(t, native(v));
     }
     // Attributes ferrohsm does not keep for this class are reported, not carried silently.
     let foreign: Vec<CK_ATTRIBUTE_TYPE> = a

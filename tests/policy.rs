@@ -749,3 +749,157 @@ fn key_pair_without_login_is_refused_whole() {
     let (rv, _) = g.create(g.s, with(f.base(Class::Secret), CKA_TOKEN, &[1]));
     assert_eq!(rv, CKR_USER_NOT_LOGGED_IN);
 }
+
+/// A raw `CK_ATTRIBUTE` array as the bytes of an attribute-array value; `keep` owns the
+/// nested values.
+fn array_value(entries: &mut [(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> Vec<CK_ATTRIBUTE> {
+    entries
+        .iter_mut()
+        .map(|(t, v)| CK_ATTRIBUTE {
+            type_: *t,
+            pValue: v.as_mut_ptr() as *mut _,
+            ulValueLen: v.len() as CK_ULONG,
+        })
+        .collect()
+}
+
+fn as_bytes(a: &[CK_ATTRIBUTE]) -> Vec<u8> {
+    // SAFETY (test): plain-old-data structs viewed as bytes; the pointers inside stay valid
+    // while the caller keeps the nested values.
+    unsafe { std::slice::from_raw_parts(a.as_ptr() as *const u8, std::mem::size_of_val(a)) }.to_vec()
+}
+
+/// CKA_WRAP_TEMPLATE and CKA_UNWRAP_TEMPLATE: accepted as attribute arrays, read back by the
+/// two-call rule, fixed once made, and enforced by C_WrapKey and C_UnwrapKey.
+#[test]
+fn wrap_and_unwrap_templates_are_kept_and_enforced() {
+    let (_env, _p, _session, f) = fixture();
+    let mut wrap_rule = vec![(CKA_SENSITIVE, vec![1])];
+    let mut unwrap_rule = vec![(CKA_EXTRACTABLE, vec![0]), (CKA_LABEL, b"imposed".to_vec())];
+    let (wrap_arr, unwrap_arr) = (array_value(&mut wrap_rule), array_value(&mut unwrap_rule));
+    let kek_tpl = vec![
+        (CKA_CLASS, ul(CKO_SECRET_KEY)),
+        (CKA_KEY_TYPE, ul(CKK_AES)),
+        (CKA_VALUE, vec![5; 32]),
+        (CKA_WRAP, vec![1]),
+        (CKA_UNWRAP, vec![1]),
+        (CKA_WRAP_TEMPLATE, as_bytes(&wrap_arr)),
+        (CKA_UNWRAP_TEMPLATE, as_bytes(&unwrap_arr)),
+    ];
+    let (rv, kek) = f.create(f.s, kek_tpl.clone());
+    assert_eq!(rv, CKR_OK);
+
+    // Read back: size, then types and lengths, then values.
+    let entry = std::mem::size_of::<CK_ATTRIBUTE>() as CK_ULONG;
+    let mut a = CK_ATTRIBUTE {
+        type_: CKA_UNWRAP_TEMPLATE,
+        pValue: null_mut(),
+        ulValueLen: 0,
+    };
+    unsafe {
+        assert_eq!((f.r.f.C_GetAttributeValue.unwrap())(f.s, kek, &mut a, 1), CKR_OK);
+        assert_eq!(a.ulValueLen, 2 * entry);
+        let mut out = [CK_ATTRIBUTE {
+            type_: 0,
+            pValue: null_mut(),
+            ulValueLen: 0,
+        }; 2];
+        a.pValue = out.as_mut_ptr() as *mut _;
+        assert_eq!((f.r.f.C_GetAttributeValue.unwrap())(f.s, kek, &mut a, 1), CKR_OK);
+        let mut got: Vec<(CK_ATTRIBUTE_TYPE, CK_ULONG)> =
+            out.iter().map(|e| (e.type_, e.ulValueLen)).collect();
+        got.sort();
+        assert_eq!(got, vec![(CKA_LABEL, 7), (CKA_EXTRACTABLE, 1)]);
+        let mut bufs = [vec![0u8; 16], vec![0u8; 16]];
+        for (e, b) in out.iter_mut().zip(bufs.iter_mut()) {
+            e.pValue = b.as_mut_ptr() as *mut _;
+            e.ulValueLen = b.len() as CK_ULONG;
+        }
+        assert_eq!((f.r.f.C_GetAttributeValue.unwrap())(f.s, kek, &mut a, 1), CKR_OK);
+        for (e, b) in out.iter().zip(bufs.iter()) {
+            let v = &b[..e.ulValueLen as usize];
+            match e.type_ {
+                CKA_LABEL => assert_eq!(v, b"imposed"),
+                CKA_EXTRACTABLE => assert_eq!(v, [0]),
+                t => panic!("unexpected nested attribute 0x{t:x}"),
+            }
+        }
+        // A buffer too small for the array.
+        a.ulValueLen = entry;
+        assert_eq!(
+            (f.r.f.C_GetAttributeValue.unwrap())(f.s, kek, &mut a, 1),
+            CKR_BUFFER_TOO_SMALL
+        );
+    }
+
+    // Fixed once made.
+    assert_eq!(
+        f.set(kek, vec![(CKA_WRAP_TEMPLATE, vec![])]),
+        CKR_ATTRIBUTE_READ_ONLY
+    );
+
+    // C_WrapKey: only keys matching the wrap template leave.
+    let (rv, loose) = f.create(
+        f.s,
+        with(
+            with(f.base(Class::Secret), CKA_EXTRACTABLE, &[1]),
+            CKA_SENSITIVE,
+            &[0],
+        ),
+    );
+    assert_eq!(rv, CKR_OK);
+    assert_eq!(f.wrap(kek, loose), Err(CKR_KEY_NOT_WRAPPABLE));
+    let (rv, tight) = f.create(
+        f.s,
+        with(
+            with(f.base(Class::Secret), CKA_EXTRACTABLE, &[1]),
+            CKA_SENSITIVE,
+            &[1],
+        ),
+    );
+    assert_eq!(rv, CKR_OK);
+    let wrapped = f
+        .wrap(kek, tight)
+        .expect("a key matching the wrap template wraps");
+
+    // C_UnwrapKey: the unwrap template is imposed, and a template contradicting it refused.
+    let g = Fixture {
+        r: Raw::load(),
+        s: f.s,
+        key: f.key.clone(),
+        kek,
+        wrapped,
+    };
+    let base = vec![(CKA_CLASS, ul(CKO_SECRET_KEY)), (CKA_KEY_TYPE, ul(CKK_AES))];
+    assert_eq!(
+        g.unwrap(with(base.clone(), CKA_EXTRACTABLE, &[1])).0,
+        CKR_TEMPLATE_INCONSISTENT
+    );
+    let (rv, k) = g.unwrap(base);
+    assert_eq!(rv, CKR_OK);
+    assert_eq!(g.get(k, CKA_LABEL).unwrap(), b"imposed");
+    assert_eq!(g.get(k, CKA_EXTRACTABLE).unwrap(), [0]);
+
+    // Malformed arrays: a length that is no whole number of entries, a nested CK_BBOOL of 2,
+    // an array inside an array.
+    let mut bad_bool = vec![(CKA_SENSITIVE, vec![2])];
+    let bad_bool = array_value(&mut bad_bool);
+    let mut inner = vec![(CKA_SENSITIVE, vec![1])];
+    let inner = array_value(&mut inner);
+    let mut nested = vec![(CKA_WRAP_TEMPLATE, as_bytes(&inner))];
+    let nested = array_value(&mut nested);
+    for bad in [
+        as_bytes(&wrap_arr)[..5].to_vec(),
+        as_bytes(&bad_bool),
+        as_bytes(&nested),
+    ] {
+        let (rv, _) = f.create(f.s, with(kek_tpl.clone(), CKA_WRAP_TEMPLATE, &bad));
+        assert_eq!(rv, CKR_ATTRIBUTE_VALUE_INVALID);
+    }
+    // Only keys that wrap or unwrap have them.
+    let (rv, _) = f.create(
+        f.s,
+        with(f.base(Class::Data), CKA_WRAP_TEMPLATE, &as_bytes(&wrap_arr)),
+    );
+    assert_eq!(rv, CKR_ATTRIBUTE_TYPE_INVALID);
+}

@@ -72,6 +72,12 @@ pub unsafe fn template_pairs(
                     format!("attribute 0x{:x} has a NULL value", a.type_),
                 );
             }
+            if super::array::is_array(a.type_) {
+                return Ok((
+                    a.type_,
+                    super::array::read(a.type_, a.pValue as *const u8, a.ulValueLen)?,
+                ));
+            }
             Ok((a.type_, bytes(a.pValue as *const u8, a.ulValueLen)?.to_vec()))
         })
         .collect()

@@ -3,6 +3,7 @@
 
 #[macro_use]
 mod macros;
+mod array;
 mod convert;
 mod crypto;
 pub mod function_list;

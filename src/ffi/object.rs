@@ -74,6 +74,12 @@ ck_fn!(
                     a.ulValueLen = CK_UNAVAILABLE_INFORMATION;
                     rv = CKR_ATTRIBUTE_TYPE_INVALID;
                 }
+                AttributeValue::Value(v) if super::array::is_array(a.type_) => {
+                    let r = super::array::write(a, v);
+                    if r != CKR_OK {
+                        rv = r;
+                    }
+                }
                 AttributeValue::Value(v) => {
                     if a.pValue.is_null() {
                         a.ulValueLen = v.len() as CK_ULONG;

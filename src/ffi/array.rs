@@ -20,7 +20,7 @@ pub fn is_array(t: CK_ATTRIBUTE_TYPE) -> bool {
 /// readable for their lengths, as PKCS#11 requires of a template.
 pub unsafe fn read(t: CK_ATTRIBUTE_TYPE, p: *const u8, len: CK_ULONG) -> Result<Vec<u8>> {
     let len = len as usize;
-    if len % ENTRY != 0 || (p.is_null() && len != 0) {
+    if !len.is_multiple_of(ENTRY) || (p.is_null() && len != 0) {
         return fail_because(
             CKR_ATTRIBUTE_VALUE_INVALID,
             format!("attribute 0x{t:x} is an array of CK_ATTRIBUTE; {len} bytes is not one"),

@@ -398,3 +398,218 @@ fn failures_write_nothing() {
         "SoftHSM is writing it",
     );
 }
+
+/// A SoftHSM key with a CKA_UNWRAP_TEMPLATE and a CKA_WRAP_TEMPLATE (made through SoftHSM's own
+/// C API: no tool sets them) keeps both in ferrohsm, and ferrohsm enforces them.
+#[test]
+fn attribute_templates_migrate() {
+    use cryptoki_sys::*;
+    let env = TestEnv::new();
+    let dir = env.dir.path().to_path_buf();
+    let tokendir = dir.join("softhsm-tokens");
+    std::fs::create_dir_all(&tokendir).unwrap();
+    let conf = dir.join("softhsm2.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "directories.tokendir = {}\nobjectstore.backend = file\n",
+            tokendir.display()
+        ),
+    )
+    .unwrap();
+    run(Command::new("softhsm2-util")
+        .args([
+            "--init-token",
+            "--free",
+            "--label",
+            "wrapping",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ])
+        .env("SOFTHSM2_CONF", &conf));
+    std::env::set_var("SOFTHSM2_CONF", &conf);
+    let ul = |v: CK_ULONG| v.to_ne_bytes().to_vec();
+    let mut nested = [(CKA_EXTRACTABLE, vec![0u8]), (CKA_LABEL, b"imposed".to_vec())];
+    let nested: Vec<CK_ATTRIBUTE> = nested
+        .iter_mut()
+        .map(|(t, v)| CK_ATTRIBUTE {
+            type_: *t,
+            pValue: v.as_mut_ptr() as *mut _,
+            ulValueLen: v.len() as CK_ULONG,
+        })
+        .collect();
+    // SAFETY (test): the nested array stays alive for the calls below.
+    let array = unsafe {
+        std::slice::from_raw_parts(nested.as_ptr() as *const u8, std::mem::size_of_val(&nested[..]))
+    }
+    .to_vec();
+    let mut values = vec![
+        (CKA_CLASS, ul(CKO_SECRET_KEY)),
+        (CKA_KEY_TYPE, ul(CKK_AES)),
+        (CKA_TOKEN, vec![1]),
+        (CKA_PRIVATE, vec![1]),
+        (CKA_VALUE, vec![3u8; 32]),
+        (CKA_LABEL, b"kek".to_vec()),
+        (CKA_ID, vec![0x4b]),
+        (CKA_WRAP, vec![1]),
+        (CKA_UNWRAP, vec![1]),
+        (CKA_UNWRAP_TEMPLATE, array.clone()),
+        (CKA_WRAP_TEMPLATE, array),
+    ];
+    let mut template: Vec<CK_ATTRIBUTE> = values
+        .iter_mut()
+        .map(|(t, v)| CK_ATTRIBUTE {
+            type_: *t,
+            pValue: v.as_mut_ptr() as *mut _,
+            ulValueLen: v.len() as CK_ULONG,
+        })
+        .collect();
+    // SAFETY (test): SoftHSM's 2.40 function list, used as the specification says.
+    unsafe {
+        let lib = libloading::Library::new(SOFTHSM).unwrap();
+        let get: libloading::Symbol<unsafe extern "C" fn(*mut *mut CK_FUNCTION_LIST) -> CK_RV> =
+            lib.get(b"C_GetFunctionList").unwrap();
+        let mut f = std::ptr::null_mut();
+        assert_eq!(get(&mut f), CKR_OK);
+        let f = &*f;
+        assert_eq!((f.C_Initialize.unwrap())(std::ptr::null_mut()), CKR_OK);
+        let mut slots = [0 as CK_SLOT_ID; 8];
+        let mut n = slots.len() as CK_ULONG;
+        assert_eq!(
+            (f.C_GetSlotList.unwrap())(CK_TRUE, slots.as_mut_ptr(), &mut n),
+            CKR_OK
+        );
+        let mut s = 0;
+        let flags = CKF_SERIAL_SESSION | CKF_RW_SESSION;
+        assert_eq!(
+            (f.C_OpenSession.unwrap())(slots[0], flags, std::ptr::null_mut(), None, &mut s),
+            CKR_OK
+        );
+        let mut pin = USER_PIN.as_bytes().to_vec();
+        assert_eq!(
+            (f.C_Login.unwrap())(s, CKU_USER, pin.as_mut_ptr(), pin.len() as CK_ULONG),
+            CKR_OK
+        );
+        let mut h = 0;
+        let rv = (f.C_CreateObject.unwrap())(s, template.as_mut_ptr(), template.len() as CK_ULONG, &mut h);
+        assert_eq!(rv, CKR_OK);
+        (f.C_Finalize.unwrap())(std::ptr::null_mut());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .args([
+            "migrate-softhsm",
+            "--conf",
+            conf.to_str().unwrap(),
+            "--token",
+            "wrapping",
+        ])
+        .args(["--pin", USER_PIN, "--so-pin", SO_PIN])
+        .env("FERROHSM_CONF", env.conf())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("template"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // In ferrohsm: the key unwraps only under its template. Wrap an extractable key that
+    // matches the wrap template, unwrap it with a template that contradicts the unwrap
+    // template (refused), then with none (the template is imposed).
+    let (_p, s) = open(&module_path(), "wrapping");
+    let r = Raw::load();
+    let kek = find_one(&s, ObjectClass::SECRET_KEY, &[0x4b]);
+    let mut plain_values = vec![
+        (CKA_CLASS, ul(CKO_SECRET_KEY)),
+        (CKA_KEY_TYPE, ul(CKK_AES)),
+        (CKA_VALUE, vec![8u8; 16]),
+        (CKA_EXTRACTABLE, vec![0]),
+        (CKA_LABEL, b"imposed".to_vec()),
+    ];
+    let attrs = |v: &mut Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>| -> Vec<CK_ATTRIBUTE> {
+        v.iter_mut()
+            .map(|(t, v)| CK_ATTRIBUTE {
+                type_: *t,
+                pValue: v.as_mut_ptr() as *mut _,
+                ulValueLen: v.len() as CK_ULONG,
+            })
+            .collect()
+    };
+    // SAFETY (test): raw calls with live buffers.
+    unsafe {
+        let mut t = attrs(&mut plain_values);
+        let mut plain = 0;
+        assert_eq!(
+            (r.f.C_CreateObject.unwrap())(s.handle(), t.as_mut_ptr(), t.len() as CK_ULONG, &mut plain),
+            CKR_OK
+        );
+        let mut m = raw_mech::<u8>(CKM_AES_KEY_WRAP_PAD, None);
+        let mut out = [0u8; 64];
+        let mut len = out.len() as CK_ULONG;
+        // Not extractable: refused before any template check.
+        let rv = (r.f.C_WrapKey.unwrap())(
+            s.handle(),
+            &mut m,
+            kek.handle(),
+            plain,
+            out.as_mut_ptr(),
+            &mut len,
+        );
+        assert_eq!(rv, CKR_KEY_UNEXTRACTABLE);
+        let mut wrapped = mechanism_wrap(&[3u8; 32], &[8u8; 16]);
+        let mut bad = vec![
+            (CKA_CLASS, ul(CKO_SECRET_KEY)),
+            (CKA_KEY_TYPE, ul(CKK_AES)),
+            (CKA_EXTRACTABLE, vec![1]),
+        ];
+        let mut t = attrs(&mut bad);
+        let mut h = 0;
+        let rv = (r.f.C_UnwrapKey.unwrap())(
+            s.handle(),
+            &mut m,
+            kek.handle(),
+            wrapped.as_mut_ptr(),
+            wrapped.len() as CK_ULONG,
+            t.as_mut_ptr(),
+            t.len() as CK_ULONG,
+            &mut h,
+        );
+        assert_eq!(rv, CKR_TEMPLATE_INCONSISTENT);
+        let mut good = vec![(CKA_CLASS, ul(CKO_SECRET_KEY)), (CKA_KEY_TYPE, ul(CKK_AES))];
+        let mut t = attrs(&mut good);
+        let rv = (r.f.C_UnwrapKey.unwrap())(
+            s.handle(),
+            &mut m,
+            kek.handle(),
+            wrapped.as_mut_ptr(),
+            wrapped.len() as CK_ULONG,
+            t.as_mut_ptr(),
+            t.len() as CK_ULONG,
+            &mut h,
+        );
+        assert_eq!(rv, CKR_OK);
+        let mut label = [0u8; 16];
+        let mut a = CK_ATTRIBUTE {
+            type_: CKA_LABEL,
+            pValue: label.as_mut_ptr() as *mut _,
+            ulValueLen: label.len() as CK_ULONG,
+        };
+        assert_eq!(
+            (r.f.C_GetAttributeValue.unwrap())(s.handle(), h, &mut a, 1),
+            CKR_OK
+        );
+        assert_eq!(&label[..a.ulValueLen as usize], b"imposed");
+    }
+}
+
+/// RFC 5649 key wrap with padding, by the `aes-kw` crate (independent of the module).
+fn mechanism_wrap(kek: &[u8; 32], key: &[u8]) -> Vec<u8> {
+    use aes::cipher::KeyInit;
+    let kw = aes_kw::KwpAes256::new_from_slice(kek).unwrap();
+    let mut out = vec![0u8; key.len().div_ceil(8) * 8 + 8];
+    kw.wrap_key(key, &mut out).unwrap().to_vec()
+}

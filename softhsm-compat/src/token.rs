@@ -39,7 +39,8 @@ impl std::fmt::Debug for Value {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {
-    pub kind: u64,
+    /// The nested attribute's type (`CKA_*`).
+    pub attr_type: u64,
     pub value: Value,
 }
 
@@ -108,10 +109,11 @@ impl<'a> Reader<'a> {
                 let mut r = Reader { b: inner, file };
                 let mut attrs = vec![];
                 while !r.b.is_empty() {
-                    let _t = r.ulong()?;
+                    // Each entry: attribute type, value kind, value.
+                    let t = r.ulong()?;
                     let k = r.ulong()?;
                     attrs.push(Attr {
-                        kind: k,
+                        attr_type: t,
                         value: r.value(k)?,
                     });
                 }

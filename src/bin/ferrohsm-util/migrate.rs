@@ -49,8 +49,10 @@ fn native(v: &Value) -> Vec<u8> {
         Value::Bytes(b) => b.to_vec(),
         Value::MechSet(m) => m.iter().flat_map(|x| (*x as CK_ULONG).to_ne_bytes()).collect(),
         Value::Map(m) => {
-            let nested =
-                Attributes::from_pairs(m.iter().map(|a| (a.kind as CK_ATTRIBUTE_TYPE, native(&a.value))));
+            let nested = Attributes::from_pairs(
+                m.iter()
+                    .map(|a| (a.attr_type as CK_ATTRIBUTE_TYPE, native(&a.value))),
+            );
             nested.to_bytes().to_vec()
         }
     }

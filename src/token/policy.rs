@@ -1,5 +1,8 @@
-//! Attribute policy: which attributes each kind of object has, their defaults, which are
-//! sensitive, which the application may set at creation, change later, or change by copying.
+//! Attribute policy, written once: which attributes each kind of object has, their defaults,
+//! which are sensitive, who may set which at creation (`complete_new`), which may change later
+//! and which way (`ONE_WAY`, `check_change`, for set and copy alike), what every stored object
+//! satisfies (`check_invariants`), and what wrapping and unwrapping keys allow (`check_wrap`,
+//! `unwrap_template`). Template values arrive already shape-checked (`Template::parse`).
 
 use super::attributes::{ulong_bytes, Attributes, Template};
 use crate::error::{fail_because, Result};

@@ -230,12 +230,17 @@ fn read_only_store_refuses_pins_without_evaluating_them() {
         let started = p.initialize(cryptoki::context::CInitializeArgs::new(
             cryptoki::context::CInitializeFlags::OS_LOCKING_OK,
         ));
-        if started.is_ok() {
-            no_pin_is_evaluated(&p, slot, RvError::DeviceError);
-            generate_fails(&p, slot, RvError::DeviceError);
-            p.finalize().unwrap();
-        } else {
-            assert_eq!(rv(started.unwrap_err()), RvError::GeneralError);
+        match started {
+            Ok(()) => {
+                eprintln!("the module started on the read-only store");
+                no_pin_is_evaluated(&p, slot, RvError::DeviceError);
+                generate_fails(&p, slot, RvError::DeviceError);
+                p.finalize().unwrap();
+            }
+            Err(e) => {
+                eprintln!("the module refused to start on the read-only store");
+                assert_eq!(rv(e), RvError::GeneralError)
+            }
         }
     }
     let p = load();

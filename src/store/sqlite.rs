@@ -69,6 +69,9 @@ fn db_err(e: rusqlite::Error) -> Error {
     Error(CKR_DEVICE_ERROR)
 }
 
+/// A PIN's columns as `check_pin` reads them: wrap, failures, attempts, locked, limit.
+type PinRow = (Option<Vec<u8>>, u32, i64, bool, u32);
+
 /// An object as stored: clear record, sealed record, and the `CKA_ID`/`CKA_LABEL` lookup keys.
 type EncodedObject = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
 
@@ -343,7 +346,7 @@ impl SqliteStore {
         let (wrap, ticket, max) = {
             let mut conn = self.conn.lock();
             let tx = self.begin_write(&mut conn)?;
-            let row: Option<(Option<Vec<u8>>, u32, i64, bool, u32)> = tx
+            let row: Option<PinRow> = tx
                 .query_row(
                     &format!("SELECT {wrap_col}, {fail_col}, {att_col}, {lock_col}, max_failures FROM tokens WHERE slot_id = ?1"),
                     params![slot as i64],
@@ -1050,6 +1053,36 @@ mod tests {
             .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
             .unwrap();
         rows.map(|r| r.unwrap()).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn a_schema_1_store_keeps_its_counters_and_gains_attempt_tickets() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let c = Connection::open(dir.path().join(DB_NAME)).unwrap();
+            c.execute_batch(SCHEMA_V1).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute(
+                "INSERT INTO tokens (slot_id, label, serial, so_wrap, user_failures, max_failures) \
+                 VALUES (0, x'', '00', x'00', 2, 3)",
+                [],
+            )
+            .unwrap();
+        }
+        let kdf = KdfParams {
+            memory_kib: 64,
+            passes: 1,
+        };
+        let store = SqliteStore::open(dir.path(), kdf, 3).unwrap();
+        let t = &store.tokens().unwrap()[0];
+        assert_eq!(t.user_pin.failures, 2);
+        let attempts: i64 = store
+            .conn
+            .lock()
+            .query_row("SELECT user_attempts FROM tokens", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(attempts, 0);
+        assert!(dir.path().join(MARKER_NAME).exists());
     }
 
     #[test]

@@ -184,7 +184,9 @@ fn full_disk_refuses_pins_without_evaluating_them() {
     generate_fails(&p, slot, RvError::DeviceMemory);
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
-        text.contains(&store.join("ferrohsm.db").display().to_string()) && text.contains("free disk space"),
+        text.contains(&store.join("ferrohsm.db").display().to_string())
+            && text.contains("free disk space")
+            && text.contains("so the PIN was not checked"),
         "no log line naming the store and what to do: {text}"
     );
     // Space again: nothing was counted, nothing lost.
@@ -218,7 +220,9 @@ fn read_only_store_refuses_pins_without_evaluating_them() {
     }
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
-        text.contains(&store.join("ferrohsm.db").display().to_string()) && text.contains("writable"),
+        text.contains(&store.join("ferrohsm.db").display().to_string())
+            && text.contains("writable")
+            && text.contains("so the PIN was not checked"),
         "no log line naming the store and what to do: {text}"
     );
     key_still_signs(&p, slot, &pk);

@@ -249,17 +249,21 @@ impl SqliteStore {
 
     /// The error of a failed write, with a log line naming the store and what to do.
     fn write_err(&self, e: rusqlite::Error) -> Error {
-        let full = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
-        log::error!(
-            "token store {}: cannot write ({e}); {}",
-            self.path.display(),
-            if full {
-                "free disk space on its file system and retry"
-            } else {
-                "check that the file and its directory are writable (permissions, read-only mounts, immutable flags) and retry"
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked, DiskFull};
+        let code = e.sqlite_error_code();
+        let what = match code {
+            Some(DiskFull) => "free disk space on its file system and retry",
+            Some(DatabaseBusy | DatabaseLocked) => {
+                "another process has held its write lock for over 30 s; find it (fuser on the file) and retry"
             }
-        );
-        Error(if full { CKR_DEVICE_MEMORY } else { CKR_DEVICE_ERROR })
+            _ => "check that the file and its directory are writable (permissions, read-only mounts, immutable flags) and retry",
+        };
+        log::error!("token store {}: cannot write ({e}); {what}", self.path.display());
+        Error(if code == Some(DiskFull) {
+            CKR_DEVICE_MEMORY
+        } else {
+            CKR_DEVICE_ERROR
+        })
     }
 
     /// Runs a read on this thread's own connection, opened on first use.
@@ -343,7 +347,7 @@ impl SqliteStore {
     /// is no guessing oracle. The cached PIN key is consulted only after the reservation.
     fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<Key> {
         let (wrap_col, fail_col, lock_col, att_col) = Self::columns(owner);
-        let (wrap, ticket, max) = {
+        let reserve = || -> Result<(Vec<u8>, u64, u32)> {
             let mut conn = self.conn.lock();
             let tx = self.begin_write(&mut conn)?;
             let row: Option<PinRow> = tx
@@ -377,8 +381,16 @@ impl SqliteStore {
             )
             .map_err(|e| self.write_err(e))?;
             tx.commit().map_err(|e| self.write_err(e))?;
-            (wrap, ticket, max)
+            Ok((wrap, ticket, max))
         };
+        let (wrap, ticket, max) = reserve().inspect_err(|e| {
+            if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
+                log::error!(
+                    "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
+                    self.path.display()
+                );
+            }
+        })?;
         let w = Wrap(&wrap);
         let opened = self
             .pin_key(slot, owner, &w, pin)

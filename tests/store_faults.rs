@@ -474,3 +474,22 @@ fn a_new_store_is_made_beside_other_files_but_never_over_a_lost_one() {
     assert!(!out.status.success());
     assert!(!store.join("ferrohsm.db").exists());
 }
+
+#[test]
+fn unreadable_store_path_fails_initialize() {
+    // Root reads files whatever their mode, so "unreadable" here is a directory in its place.
+    let env = TestEnv::new();
+    let store = env.dir.path().join("odd");
+    let log = configure(&env, &store);
+    std::fs::create_dir_all(store.join("ferrohsm.db")).unwrap();
+    let r = Raw::load();
+    // SAFETY: C_Initialize with NULL arguments is always valid.
+    assert_eq!(
+        unsafe { (r.f.C_Initialize.unwrap())(std::ptr::null_mut()) },
+        cryptoki_sys::CKR_GENERAL_ERROR
+    );
+    assert!(store.join("ferrohsm.db").is_dir());
+    assert_eq!(std::fs::read_dir(store.join("ferrohsm.db")).unwrap().count(), 0);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("is not a regular file"), "{text}");
+}

@@ -100,8 +100,9 @@ pub struct PinCounter {
     pub failures: u32,
     /// Every reservation ever made; the ticket of the latest one.
     pub attempts: u64,
-    /// Set when a wrong PIN brings `failures` to the limit; only a new PIN clears it. A
-    /// success whose reservation was taken before the lock does not clear it.
+    /// Set when a wrong PIN finds `failures` (pending attempts included) at the limit; only a
+    /// new PIN clears it. A success whose reservation was taken before the lock does not
+    /// clear it: once locked, every PIN gets `CKR_PIN_LOCKED`.
     pub locked: bool,
 }
 

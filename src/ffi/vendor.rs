@@ -4,7 +4,7 @@
 use super::convert::{bytes, out};
 use super::lib;
 use crate::engine;
-use crate::error::{fail, Error};
+use crate::error::{fail, fail_because, Error};
 use cryptoki_sys::*;
 
 /// Mirrors `FERROHSM_ENGINE_STATS`.
@@ -97,7 +97,10 @@ ck_fn!(
     ) {
         let l = lib()?;
         if so_pin.is_null() || label.is_null() || user_pin.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(
+                CKR_ARGUMENTS_BAD,
+                "FERROHSM_InitTokenWithPIN: the SO PIN, the label and the user PIN must not be NULL",
+            );
         }
         let so_pin = bytes(so_pin, so_pin_len)?;
         let user_pin = bytes(user_pin, user_pin_len)?;

@@ -1,6 +1,6 @@
 /*
- * ferrohsm vendor extensions to PKCS#11: the kernels' self-test, an engine speed probe and
- * engine statistics. Reach them by symbol (dlsym) or through the interface named
+ * ferrohsm vendor extensions to PKCS#11: the kernels' self-test, an engine speed probe,
+ * engine statistics and token initialisation with the user PIN in one step. Reach them by symbol (dlsym) or through the interface named
  * FERROHSM_INTERFACE_NAME in C_GetInterfaceList / C_GetInterface, whose pFunctionList points
  * to a FERROHSM_FUNCTION_LIST.
  *
@@ -19,7 +19,7 @@ typedef unsigned long ferrohsm_rv;
 
 #define FERROHSM_INTERFACE_NAME "Vendor ferrohsm"
 #define FERROHSM_VERSION_MAJOR 1
-#define FERROHSM_VERSION_MINOR 0
+#define FERROHSM_VERSION_MINOR 1
 
 /* Which kernel serves private-key operations. */
 #define FERROHSM_KERNEL_PORTABLE 0UL
@@ -54,11 +54,28 @@ ferrohsm_rv FERROHSM_Speed(ferrohsm_ulong bits, ferrohsm_ulong threads, ferrohsm
 /* Fills *stats. Returns CKR_OK or CKR_ARGUMENTS_BAD. */
 ferrohsm_rv FERROHSM_GetEngineStats(FERROHSM_ENGINE_STATS *stats);
 
+/*
+ * C_InitToken followed by C_InitPIN, as one store transaction: a process killed during the
+ * call leaves either the token as it was or an initialised token whose user PIN is
+ * user_pin; never a token without a user PIN. Arguments as C_InitToken's (label is 32 bytes,
+ * blank-padded), plus the user PIN. No session may be open on the slot. Returns what
+ * C_InitToken and C_InitPIN return (CKR_PIN_INCORRECT, CKR_PIN_LOCKED, CKR_PIN_LEN_RANGE,
+ * CKR_SESSION_EXISTS, CKR_SLOT_ID_INVALID, CKR_DEVICE_ERROR, CKR_ARGUMENTS_BAD, ...).
+ * Since version 1.1.
+ */
+ferrohsm_rv FERROHSM_InitTokenWithPIN(ferrohsm_ulong slot_id, const unsigned char *so_pin,
+                                      ferrohsm_ulong so_pin_len, const unsigned char *label,
+                                      const unsigned char *user_pin, ferrohsm_ulong user_pin_len);
+
 typedef struct FERROHSM_FUNCTION_LIST {
     struct { unsigned char major, minor; } version;
     ferrohsm_rv (*FERROHSM_SelfTest)(ferrohsm_ulong, ferrohsm_ulong *);
     ferrohsm_rv (*FERROHSM_Speed)(ferrohsm_ulong, ferrohsm_ulong, ferrohsm_ulong, double *);
     ferrohsm_rv (*FERROHSM_GetEngineStats)(FERROHSM_ENGINE_STATS *);
+    /* Since 1.1. */
+    ferrohsm_rv (*FERROHSM_InitTokenWithPIN)(ferrohsm_ulong, const unsigned char *, ferrohsm_ulong,
+                                             const unsigned char *, const unsigned char *,
+                                             ferrohsm_ulong);
 } FERROHSM_FUNCTION_LIST;
 
 #ifdef __cplusplus

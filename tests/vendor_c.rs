@@ -40,7 +40,7 @@ fn c_program_uses_the_vendor_api() {
     );
     let v: HashMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
     assert_eq!(v["interface"], "Vendor ferrohsm");
-    assert_eq!(v["version"], "1.0");
+    assert_eq!(v["version"], "1.1");
     assert_eq!(v["selftest_rv"], "0");
     assert_eq!(v["selftest_passed"], "1");
     assert_eq!(
@@ -57,6 +57,21 @@ fn c_program_uses_the_vendor_api() {
     assert_eq!(v["stats_rv"], "0");
     let ops: u64 = v["operations"].parse().unwrap();
     assert!(ops > 0, "{out}");
+    assert_eq!(v["init_rv"], "0");
+    assert_eq!(v["init_null_rv"], cryptoki_sys::CKR_ARGUMENTS_BAD.to_string());
+    assert_eq!(v["init_wrong_so_rv"], cryptoki_sys::CKR_PIN_INCORRECT.to_string());
+    {
+        use cryptoki::session::UserType;
+        use cryptoki::types::AuthPin;
+        let p = load();
+        let slot = p.get_all_slots().unwrap()[1];
+        let info = p.get_token_info(slot).unwrap();
+        assert_eq!(info.label(), "from C");
+        assert!(info.user_pin_initialized());
+        let s = p.open_ro_session(slot).unwrap();
+        s.login(UserType::User, Some(&AuthPin::new("user-pin-c".into())))
+            .unwrap();
+    }
     let batches: Vec<u64> = v["batches"].split(' ').map(|x| x.parse().unwrap()).collect();
     let kernel: u64 = v["kernel"].parse().unwrap();
     if kernel == 1 {

@@ -1,9 +1,10 @@
-//! Vendor extensions (`include/ferrohsm.h`): self-test, engine speed probe, engine statistics.
+//! Vendor extensions (`include/ferrohsm.h`): self-test, engine speed probe, engine statistics,
+//! token initialisation with the user PIN in one step.
 
-use super::convert::out;
+use super::convert::{bytes, out};
 use super::lib;
 use crate::engine;
-use crate::error::{fail, Error};
+use crate::error::{fail, fail_because, Error};
 use cryptoki_sys::*;
 
 /// Mirrors `FERROHSM_ENGINE_STATS`.
@@ -24,13 +25,23 @@ pub struct VendorFunctionList {
     pub self_test: unsafe extern "C" fn(CK_ULONG, *mut CK_ULONG) -> CK_RV,
     pub speed: unsafe extern "C" fn(CK_ULONG, CK_ULONG, CK_ULONG, *mut f64) -> CK_RV,
     pub get_engine_stats: unsafe extern "C" fn(*mut EngineStats) -> CK_RV,
+    /// Since 1.1.
+    pub init_token_with_pin: unsafe extern "C" fn(
+        CK_SLOT_ID,
+        *const CK_UTF8CHAR,
+        CK_ULONG,
+        *const CK_UTF8CHAR,
+        *const CK_UTF8CHAR,
+        CK_ULONG,
+    ) -> CK_RV,
 }
 
 pub static mut VENDOR_FUNCTION_LIST: VendorFunctionList = VendorFunctionList {
-    version: CK_VERSION { major: 1, minor: 0 },
+    version: CK_VERSION { major: 1, minor: 1 },
     self_test: FERROHSM_SelfTest,
     speed: FERROHSM_Speed,
     get_engine_stats: FERROHSM_GetEngineStats,
+    init_token_with_pin: FERROHSM_InitTokenWithPIN,
 };
 
 ck_fn!(
@@ -72,5 +83,29 @@ ck_fn!(
         }
         stats.mean_batch_fill = s.mean_batch_fill;
         Ok(())
+    }
+);
+
+ck_fn!(
+    fn FERROHSM_InitTokenWithPIN(
+        slot: CK_SLOT_ID,
+        so_pin: *const CK_UTF8CHAR,
+        so_pin_len: CK_ULONG,
+        label: *const CK_UTF8CHAR,
+        user_pin: *const CK_UTF8CHAR,
+        user_pin_len: CK_ULONG,
+    ) {
+        let l = lib()?;
+        if so_pin.is_null() || label.is_null() || user_pin.is_null() {
+            return fail_because(
+                CKR_ARGUMENTS_BAD,
+                "FERROHSM_InitTokenWithPIN: the SO PIN, the label and the user PIN must not be NULL",
+            );
+        }
+        let so_pin = bytes(so_pin, so_pin_len)?;
+        let user_pin = bytes(user_pin, user_pin_len)?;
+        // SAFETY: the header documents label as 32 bytes, as C_InitToken's; checked non-NULL above.
+        let label: [u8; 32] = *(label as *const [u8; 32]);
+        l.0.init_token_with_user_pin(slot, so_pin, &label, Some(user_pin))
     }
 );

@@ -1,6 +1,6 @@
 //! A store that lives in process memory: for tests and for temporary tokens (the self-test).
 
-use super::{PinOwner, PinState, Store, TokenRecord, DEFAULT_MAX_FAILURES, MAX_OBJECT_ID};
+use super::{PinCounter, PinOwner, PinState, Store, TokenRecord, DEFAULT_MAX_FAILURES, MAX_OBJECT_ID};
 use crate::error::{fail, fail_because, Result};
 use crate::token::attributes::Attributes;
 use cryptoki_sys::*;
@@ -39,6 +39,8 @@ struct MemToken {
     record: TokenRecord,
     so_pin: PinHash,
     user_pin: Option<PinHash>,
+    so_counter: PinCounter,
+    user_counter: PinCounter,
     objects: BTreeMap<u64, Attributes>,
     generation: u64,
 }
@@ -61,20 +63,54 @@ impl MemoryStore {
     }
 }
 
-fn pin_check(rec: &mut PinState, max: u32, ok: bool) -> Result<()> {
-    if rec.locked {
-        return fail(CKR_PIN_LOCKED);
+impl MemToken {
+    /// Checks `pin` as the SQLite store does: the attempt is reserved before the PIN is
+    /// evaluated and resolved after, all under the store's lock.
+    fn check_pin(&mut self, who: PinOwner, pin: &[u8]) -> Result<()> {
+        let max = self.record.max_failures;
+        let slot = self.record.slot_id;
+        let (counter, hash, state) = match who {
+            PinOwner::So => (&mut self.so_counter, Some(&self.so_pin), &mut self.record.so_pin),
+            PinOwner::User => (
+                &mut self.user_counter,
+                self.user_pin.as_ref(),
+                &mut self.record.user_pin,
+            ),
+        };
+        let Some(hash) = hash else {
+            return fail(CKR_USER_PIN_NOT_INITIALIZED);
+        };
+        let ticket = counter.reserve(max).inspect_err(|_| {
+            log::warn!("slot {slot}: the {who:?} PIN is locked; the PIN was not checked");
+        })?;
+        let ok = hash.matches(pin);
+        counter.resolve(ticket, ok, max);
+        *state = PinState {
+            failures: counter.failures,
+            locked: counter.locked,
+        };
+        if ok {
+            return Ok(());
+        }
+        if counter.locked {
+            log::warn!(
+                "slot {slot}: {who:?} PIN locked after {} wrong attempts",
+                counter.failures
+            );
+        }
+        fail(CKR_PIN_INCORRECT)
     }
-    if ok {
-        rec.failures = 0;
-        return Ok(());
+
+    fn set_user_pin(&mut self, pin: &[u8]) {
+        self.user_pin = Some(PinHash::new(pin));
+        self.record.user_pin_initialized = true;
+        self.record.user_pin = PinState::default();
+        // A new PIN starts a new count; the ticket counter keeps growing.
+        self.user_counter = PinCounter {
+            attempts: self.user_counter.attempts,
+            ..PinCounter::default()
+        };
     }
-    rec.failures += 1;
-    if rec.failures >= max {
-        rec.locked = true;
-        log::warn!("PIN locked after {} wrong attempts", rec.failures);
-    }
-    fail(CKR_PIN_INCORRECT)
 }
 
 impl Store for MemoryStore {
@@ -88,16 +124,24 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {
+    fn init_token(
+        &self,
+        slot_id: CK_SLOT_ID,
+        so_pin: &[u8],
+        label: &[u8; 32],
+        user_pin: Option<&[u8]>,
+    ) -> Result<TokenRecord> {
         let mut g = self.inner.lock();
         if let Some(t) = g.tokens.get_mut(&slot_id) {
-            let max = t.record.max_failures;
-            let ok = t.so_pin.matches(so_pin);
-            pin_check(&mut t.record.so_pin, max, ok)?;
+            t.check_pin(PinOwner::So, so_pin)?;
             t.record.label = *label;
             t.record.user_pin_initialized = false;
             t.record.user_pin = PinState::default();
             t.user_pin = None;
+            t.user_counter = PinCounter::default();
+            if let Some(p) = user_pin {
+                t.set_user_pin(p);
+            }
             t.objects.clear();
             t.generation += 1;
             return Ok(t.record.clone());
@@ -124,16 +168,20 @@ impl Store for MemoryStore {
             user_pin: PinState::default(),
             max_failures: DEFAULT_MAX_FAILURES,
         };
-        g.tokens.insert(
-            slot_id,
-            MemToken {
-                record: record.clone(),
-                so_pin: PinHash::new(so_pin),
-                user_pin: None,
-                objects: BTreeMap::new(),
-                generation: 1,
-            },
-        );
+        let mut token = MemToken {
+            record,
+            so_pin: PinHash::new(so_pin),
+            user_pin: None,
+            so_counter: PinCounter::default(),
+            user_counter: PinCounter::default(),
+            objects: BTreeMap::new(),
+            generation: 1,
+        };
+        if let Some(p) = user_pin {
+            token.set_user_pin(p);
+        }
+        let record = token.record.clone();
+        g.tokens.insert(slot_id, token);
         Ok(record)
     }
 
@@ -143,20 +191,7 @@ impl Store for MemoryStore {
             .tokens
             .get_mut(&slot_id)
             .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
-        let max = t.record.max_failures;
-        match who {
-            PinOwner::So => {
-                let ok = t.so_pin.matches(pin);
-                pin_check(&mut t.record.so_pin, max, ok)
-            }
-            PinOwner::User => {
-                let Some(h) = &t.user_pin else {
-                    return fail(CKR_USER_PIN_NOT_INITIALIZED);
-                };
-                let ok = h.matches(pin);
-                pin_check(&mut t.record.user_pin, max, ok)
-            }
-        }
+        t.check_pin(who, pin)
     }
 
     fn logout(&self, _slot_id: CK_SLOT_ID) {}
@@ -167,9 +202,7 @@ impl Store for MemoryStore {
             .tokens
             .get_mut(&slot_id)
             .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
-        t.user_pin = Some(PinHash::new(pin));
-        t.record.user_pin_initialized = true;
-        t.record.user_pin = PinState::default();
+        t.set_user_pin(pin);
         Ok(())
     }
 
@@ -179,21 +212,10 @@ impl Store for MemoryStore {
             .tokens
             .get_mut(&slot_id)
             .ok_or(crate::error::Error(CKR_TOKEN_NOT_RECOGNIZED))?;
-        let max = t.record.max_failures;
+        t.check_pin(who, old)?;
         match who {
-            PinOwner::So => {
-                let ok = t.so_pin.matches(old);
-                pin_check(&mut t.record.so_pin, max, ok)?;
-                t.so_pin = PinHash::new(new);
-            }
-            PinOwner::User => {
-                let ok = match &t.user_pin {
-                    Some(h) => h.matches(old),
-                    None => return fail(CKR_USER_PIN_NOT_INITIALIZED),
-                };
-                pin_check(&mut t.record.user_pin, max, ok)?;
-                t.user_pin = Some(PinHash::new(new));
-            }
+            PinOwner::So => t.so_pin = PinHash::new(new),
+            PinOwner::User => t.user_pin = Some(PinHash::new(new)),
         }
         Ok(())
     }
@@ -268,5 +290,57 @@ impl Store for MemoryStore {
 
     fn generation(&self, slot_id: CK_SLOT_ID) -> Result<u64> {
         Ok(self.inner.lock().tokens.get(&slot_id).map_or(0, |t| t.generation))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_store_locks_like_the_durable_one() {
+        let s = MemoryStore::new();
+        s.init_token(0, b"so-pin-1", &[b' '; 32], Some(b"user-pin"))
+            .unwrap();
+        let max = DEFAULT_MAX_FAILURES;
+        for _ in 0..max - 1 {
+            assert_eq!(
+                s.login(0, PinOwner::User, b"nope").unwrap_err().rv(),
+                CKR_PIN_INCORRECT
+            );
+        }
+        // A success restarts the count.
+        s.login(0, PinOwner::User, b"user-pin").unwrap();
+        for _ in 0..max {
+            assert_eq!(
+                s.login(0, PinOwner::User, b"nope").unwrap_err().rv(),
+                CKR_PIN_INCORRECT
+            );
+        }
+        assert_eq!(
+            s.login(0, PinOwner::User, b"user-pin").unwrap_err().rv(),
+            CKR_PIN_LOCKED
+        );
+        assert_eq!(
+            s.set_pin(0, PinOwner::User, b"user-pin", b"other")
+                .unwrap_err()
+                .rv(),
+            CKR_PIN_LOCKED
+        );
+        assert!(s.tokens().unwrap()[0].user_pin.locked);
+        // A new user PIN from the SO unlocks it.
+        s.init_pin(0, b"new-user-pin").unwrap();
+        s.login(0, PinOwner::User, b"new-user-pin").unwrap();
+        // The SO PIN locks the same way, and re-initialisation checks it.
+        for _ in 0..max {
+            assert_eq!(
+                s.login(0, PinOwner::So, b"nope").unwrap_err().rv(),
+                CKR_PIN_INCORRECT
+            );
+        }
+        assert_eq!(
+            s.init_token(0, b"so-pin-1", &[b' '; 32], None).unwrap_err().rv(),
+            CKR_PIN_LOCKED
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! that opens it. Every change is one transaction; secrets are sealed with the token key.
 
 use super::crypt::{self, KdfParams, Key, Wrap};
-use super::{PinOwner, PinState, Store, TokenRecord, MAX_OBJECT_ID};
+use super::{PinCounter, PinOwner, PinState, Store, TokenRecord, MAX_OBJECT_ID};
 use crate::error::{fail, fail_because, Error, Result};
 use crate::token::attributes::Attributes;
 use crate::token::policy;
@@ -13,7 +13,21 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// The database file in the store directory.
+pub const DB_NAME: &str = "ferrohsm.db";
+/// Written beside a new database; while it exists no new, empty store is created in this
+/// directory, so a store deleted by mistake (`rm ferrohsm.db*`, `rm dir/*`) is reported at the
+/// next start instead of being silently replaced by an empty one.
+pub const MARKER_NAME: &str = ".ferrohsm-store";
+const MARKER_TEXT: &str = "This directory holds a ferrohsm token store (ferrohsm.db).\n\
+While this file exists, ferrohsm will not create a new, empty store here if ferrohsm.db is\n\
+missing: it reports the missing store instead. Delete this file only to start over with no tokens.\n";
+
+/// Store files this process has opened: one that disappears is never re-created here, even
+/// if every file of it (the marker too) was deleted.
+static OPENED: Mutex<std::collections::BTreeSet<PathBuf>> = Mutex::new(std::collections::BTreeSet::new());
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tokens (
@@ -43,10 +57,20 @@ CREATE INDEX objects_by_id ON objects(slot_id, key_id);
 CREATE INDEX objects_by_label ON objects(slot_id, label);
 ";
 
+/// Tickets of PIN attempts (`PinCounter::attempts`), so a success forgives exactly the
+/// reservations taken before it.
+const SCHEMA_V2: &str = "
+ALTER TABLE tokens ADD COLUMN so_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tokens ADD COLUMN user_attempts INTEGER NOT NULL DEFAULT 0;
+";
+
 fn db_err(e: rusqlite::Error) -> Error {
     log::error!("token store: {e}");
     Error(CKR_DEVICE_ERROR)
 }
+
+/// A PIN's columns as `check_pin` reads them: wrap, failures, attempts, locked, limit.
+type PinRow = (Option<Vec<u8>>, u32, i64, bool, u32);
 
 /// An object as stored: clear record, sealed record, and the `CKA_ID`/`CKA_LABEL` lookup keys.
 type EncodedObject = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
@@ -64,6 +88,8 @@ pub struct SqliteStore {
     /// One read connection per thread: lookups on the signing path share no lock.
     readers: thread_local::ThreadLocal<std::cell::RefCell<Option<Connection>>>,
     path: PathBuf,
+    /// Device and inode of the file at `path` when it was opened.
+    identity: (u64, u64),
     kdf: KdfParams,
     max_failures: u32,
     /// Token keys of tokens this process is logged in to.
@@ -105,34 +131,54 @@ impl SqliteStore {
         Self::open(&config.store_dir(), kdf, config.pin.max_failures)
     }
 
+    /// Opens the store in `dir`, creating it only where no store can have been (see
+    /// `may_create`). An existing `ferrohsm.db` must be a ferrohsm database: an empty, unreadable
+    /// or foreign file is an error and is left as it is.
     pub fn open(dir: &Path, kdf: KdfParams, max_failures: u32) -> std::result::Result<Self, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the store directory {}: {e}", dir.display()))?;
+        let path = dir.join(DB_NAME);
+        match std::fs::metadata(&path) {
+            Ok(m) => check_existing(&path, &m)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                may_create(dir, &path)?;
+                create_new(dir, &path)?;
+            }
+            Err(e) => return Err(format!("cannot read the token store {}: {e}", path.display())),
+        }
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        }
-        let path = dir.join("ferrohsm.db");
-        let conn = Connection::open(&path)
-            .map_err(|e| format!("cannot open the token store {}: {e}", path.display()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         }
+        // No CREATE flag: the file exists now, and if it vanished since, nothing is made in its place.
+        let conn = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| format!("cannot open the token store {}: {e}", path.display()))?;
+        let identity =
+            identity(&path).map_err(|e| format!("cannot read the token store {}: {e}", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(|e| format!("token store {} is not usable: {e}", path.display()))?;
+        check_schema(&conn, &path)?;
         let setup = || -> rusqlite::Result<()> {
-            conn.busy_timeout(std::time::Duration::from_secs(30))?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "FULL")?;
             conn.pragma_update(None, "foreign_keys", "ON")?;
             Ok(())
         };
         setup().map_err(|e| format!("token store {} is not usable: {e}", path.display()))?;
+        // Stores made before the marker existed get one; a read-only store simply has none.
+        let marker = dir.join(MARKER_NAME);
+        if !marker.exists() {
+            let _ = std::fs::write(&marker, MARKER_TEXT);
+        }
+        OPENED.lock().insert(path.clone());
         let store = SqliteStore {
             conn: Mutex::new(conn),
             readers: thread_local::ThreadLocal::new(),
             path,
+            identity,
             kdf,
             max_failures,
             keys: Mutex::new(HashMap::new()),
@@ -174,9 +220,50 @@ impl SqliteStore {
         if version < 1 {
             tx.execute_batch(SCHEMA_V1).map_err(bad)?;
         }
+        if version < 2 {
+            tx.execute_batch(SCHEMA_V2).map_err(bad)?;
+        }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(bad)?;
         tx.commit().map_err(bad)
+    }
+
+    /// Starts a write transaction after checking that the store file is still the one this
+    /// process opened: SQLite would go on writing into a deleted or replaced file, and the
+    /// writes would be lost without an error. Reads (the signing path) are not checked.
+    fn begin_write<'c>(&self, conn: &'c mut Connection) -> Result<rusqlite::Transaction<'c>> {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.write_err(e))?;
+        match identity(&self.path) {
+            Ok(id) if id == self.identity => Ok(tx),
+            _ => {
+                log::error!(
+                    "token store {} was removed or replaced while in use; restore it and restart the application",
+                    self.path.display()
+                );
+                Err(Error(CKR_DEVICE_ERROR))
+            }
+        }
+    }
+
+    /// The error of a failed write, with a log line naming the store and what to do.
+    fn write_err(&self, e: rusqlite::Error) -> Error {
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked, DiskFull};
+        let code = e.sqlite_error_code();
+        let what = match code {
+            Some(DiskFull) => "free disk space on its file system and retry",
+            Some(DatabaseBusy | DatabaseLocked) => {
+                "another process has held its write lock for over 30 s; find it (fuser on the file) and retry"
+            }
+            _ => "check that the file and its directory are writable (permissions, read-only mounts, immutable flags) and retry",
+        };
+        log::error!("token store {}: cannot write ({e}); {what}", self.path.display());
+        Error(if code == Some(DiskFull) {
+            CKR_DEVICE_MEMORY
+        } else {
+            CKR_DEVICE_ERROR
+        })
     }
 
     /// Runs a read on this thread's own connection, opened on first use.
@@ -244,68 +331,108 @@ impl SqliteStore {
         }
     }
 
-    fn columns(owner: PinOwner) -> (&'static str, &'static str, &'static str) {
+    /// Columns of `owner`'s PIN: wrap, failures, locked flag, attempt tickets.
+    fn columns(owner: PinOwner) -> (&'static str, &'static str, &'static str, &'static str) {
         match owner {
-            PinOwner::So => ("so_wrap", "so_failures", "so_locked"),
-            PinOwner::User => ("user_wrap", "user_failures", "user_locked"),
+            PinOwner::So => ("so_wrap", "so_failures", "so_locked", "so_attempts"),
+            PinOwner::User => ("user_wrap", "user_failures", "user_locked", "user_attempts"),
         }
     }
 
-    /// Checks `pin` against the token's wrap for `owner`, counting failures in the database
-    /// (so a lockout holds across processes); returns the token key.
+    /// Checks `pin` against the token's wrap for `owner`; returns the token key.
+    ///
+    /// The attempt is reserved in the database (one IMMEDIATE transaction, so every process
+    /// sees it) before the PIN is derived, and resolved after: see `PinCounter`. When the
+    /// reservation cannot be written the PIN is not evaluated at all, so an unwritable store
+    /// is no guessing oracle. The cached PIN key is consulted only after the reservation.
     fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<Key> {
-        let (wrap_col, fail_col, lock_col) = Self::columns(owner);
-        let row: Option<(Option<Vec<u8>>, bool)> = self
-            .conn
-            .lock()
-            .query_row(
-                &format!("SELECT {wrap_col}, {lock_col} FROM tokens WHERE slot_id = ?1"),
-                params![slot as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+        let (wrap_col, fail_col, lock_col, att_col) = Self::columns(owner);
+        let reserve = || -> Result<(Vec<u8>, u64, u32)> {
+            let mut conn = self.conn.lock();
+            let tx = self.begin_write(&mut conn)?;
+            let row: Option<PinRow> = tx
+                .query_row(
+                    &format!("SELECT {wrap_col}, {fail_col}, {att_col}, {lock_col}, max_failures FROM tokens WHERE slot_id = ?1"),
+                    params![slot as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )
+                .optional()
+                .map_err(db_err)?;
+            let Some((wrap, failures, attempts, locked, max)) = row else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            let Some(wrap) = wrap else {
+                return fail(CKR_USER_PIN_NOT_INITIALIZED);
+            };
+            let mut counter = PinCounter {
+                failures,
+                attempts: attempts as u64,
+                locked,
+            };
+            let ticket = counter.reserve(max).inspect_err(|_| {
+                log::warn!(
+                    "slot {slot}: the {owner:?} PIN is locked after too many wrong attempts; the PIN was not checked{}",
+                    if owner == PinOwner::User { " (the SO can set a new user PIN)" } else { "" }
+                );
+            })?;
+            tx.execute(
+                &format!("UPDATE tokens SET {fail_col} = ?2, {att_col} = ?3 WHERE slot_id = ?1"),
+                params![slot as i64, counter.failures, counter.attempts as i64],
             )
-            .optional()
-            .map_err(db_err)?;
-        let Some((wrap, locked)) = row else {
-            return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            .map_err(|e| self.write_err(e))?;
+            tx.commit().map_err(|e| self.write_err(e))?;
+            Ok((wrap, ticket, max))
         };
-        if locked {
-            return fail(CKR_PIN_LOCKED);
-        }
-        let Some(wrap) = wrap else {
-            return fail(CKR_USER_PIN_NOT_INITIALIZED);
-        };
+        let (wrap, ticket, max) = reserve().inspect_err(|e| {
+            if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
+                log::error!(
+                    "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
+                    self.path.display()
+                );
+            }
+        })?;
         let w = Wrap(&wrap);
         let opened = self
             .pin_key(slot, owner, &w, pin)
             .and_then(|k| w.open(&k, &wrap_aad(slot, owner)));
-        let conn = self.conn.lock();
-        match opened {
-            Some(token_key) => {
-                conn.execute(
-                    &format!("UPDATE tokens SET {fail_col} = 0 WHERE slot_id = ?1 AND {fail_col} != 0"),
+        if opened.is_none() {
+            self.pin_cache.lock().remove(&(slot, owner == PinOwner::So));
+        }
+        let resolved = (|| -> Result<bool> {
+            let mut conn = self.conn.lock();
+            let tx = self.begin_write(&mut conn)?;
+            let (failures, attempts, locked): (u32, i64, bool) = tx
+                .query_row(
+                    &format!("SELECT {fail_col}, {att_col}, {lock_col} FROM tokens WHERE slot_id = ?1"),
                     params![slot as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .map_err(db_err)?;
+            let mut counter = PinCounter {
+                failures,
+                attempts: attempts as u64,
+                locked,
+            };
+            counter.resolve(ticket, opened.is_some(), max);
+            tx.execute(
+                &format!("UPDATE tokens SET {fail_col} = ?2, {lock_col} = ?3 WHERE slot_id = ?1"),
+                params![slot as i64, counter.failures, counter.locked],
+            )
+            .map_err(|e| self.write_err(e))?;
+            tx.commit().map_err(|e| self.write_err(e))?;
+            Ok(counter.locked)
+        })();
+        match (opened, resolved) {
+            (Some(token_key), Ok(_)) => Ok(token_key),
+            (Some(token_key), Err(_)) => {
+                // The reservation stays counted as a failure: safe, and the PIN was right.
+                log::warn!(
+                    "slot {slot}: {owner:?} login succeeded but its attempt is still counted as a failure"
+                );
                 Ok(token_key)
             }
-            None => {
-                self.pin_cache.lock().remove(&(slot, owner == PinOwner::So));
-                conn.execute(
-                    &format!(
-                        "UPDATE tokens SET {fail_col} = {fail_col} + 1, \
-                         {lock_col} = ({fail_col} + 1 >= max_failures) WHERE slot_id = ?1"
-                    ),
-                    params![slot as i64],
-                )
-                .map_err(db_err)?;
-                let locked: bool = conn
-                    .query_row(
-                        &format!("SELECT {lock_col} FROM tokens WHERE slot_id = ?1"),
-                        params![slot as i64],
-                        |r| r.get(0),
-                    )
-                    .map_err(db_err)?;
-                if locked {
+            (None, locked) => {
+                if locked == Ok(true) {
                     log::warn!("slot {slot}: {owner:?} PIN locked after too many wrong attempts");
                 }
                 fail(CKR_PIN_INCORRECT)
@@ -440,9 +567,7 @@ impl SqliteStore {
     ) -> Result<CK_SLOT_ID> {
         let token_key = crypt::random_key();
         let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = self.begin_write(&mut conn)?;
         let existing: Option<i64> = tx
             .query_row(
                 "SELECT slot_id FROM tokens WHERE serial = ?1",
@@ -476,20 +601,163 @@ impl SqliteStore {
             .try_for_each(|attrs| self.insert_object(&tx, slot, attrs).map(|_| ()));
         self.keys.lock().remove(&slot);
         result?;
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(|e| self.write_err(e))?;
         Ok(slot)
     }
 
     /// Removes a token and all its objects (`ferrohsm-util delete-token`).
     pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
-        let n = self
-            .conn
-            .lock()
+        let mut conn = self.conn.lock();
+        let tx = self.begin_write(&mut conn)?;
+        let n = tx
             .execute("DELETE FROM tokens WHERE slot_id = ?1", params![slot as i64])
             .map_err(db_err)?;
+        tx.commit().map_err(|e| self.write_err(e))?;
         self.keys.lock().remove(&slot);
         Ok(n > 0)
     }
+}
+
+fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// An existing `ferrohsm.db` must at least look like an SQLite database before SQLite is let
+/// near it: SQLite would treat an empty file as a new database and write one into it.
+fn check_existing(path: &Path, m: &std::fs::Metadata) -> std::result::Result<(), String> {
+    let p = path.display();
+    let restore = "restore ferrohsm.db from a backup, or point store.path at the right directory; \
+                   the file was left as it is";
+    if !m.is_file() {
+        return Err(format!("token store {p} is not a regular file; {restore}"));
+    }
+    if m.len() == 0 {
+        return Err(format!(
+            "token store {p} is empty (0 bytes), not a ferrohsm store; {restore}"
+        ));
+    }
+    let mut header = [0u8; 16];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open(path).map_err(|e| format!("cannot read the token store {p}: {e}"))?,
+        &mut header,
+    )
+    .map_err(|e| format!("token store {p} is too short to be a ferrohsm store ({e}); {restore}"))?;
+    if &header != b"SQLite format 3\0" {
+        return Err(format!(
+            "token store {p} is not an SQLite database, so not a ferrohsm store; {restore}"
+        ));
+    }
+    Ok(())
+}
+
+/// After `check_existing`: the database has ferrohsm's tables (a schema version ferrohsm
+/// wrote). New stores get their schema before they take the name `ferrohsm.db`, so a
+/// database without it was not made by ferrohsm.
+fn check_schema(conn: &Connection, path: &Path) -> std::result::Result<(), String> {
+    let p = path.display();
+    let read = || -> rusqlite::Result<(i64, i64)> {
+        let version = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let tables = conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('tokens', 'objects')",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok((version, tables))
+    };
+    let (version, tables) =
+        read().map_err(|e| format!("token store {p} is damaged or not a ferrohsm store: {e}"))?;
+    if version < 1 || tables != 2 {
+        return Err(format!(
+            "token store {p} is an SQLite database without ferrohsm's tables, not a ferrohsm store; \
+             restore ferrohsm.db from a backup, or point store.path at the right directory; the file was left as it is"
+        ));
+    }
+    Ok(())
+}
+
+/// A new store is created only where none can have been: `ferrohsm.db` is missing, and so
+/// are its journal files and the marker (`MARKER_NAME`) every store directory gets, and this
+/// process never had a store open at this path. Other files (a log file, a configuration
+/// file) do not matter. The directory itself may be new or may exist.
+fn may_create(dir: &Path, path: &Path) -> std::result::Result<(), String> {
+    let p = path.display();
+    if OPENED.lock().contains(path) {
+        return Err(format!(
+            "token store {p} was open in this process and has disappeared; restore it and restart the application"
+        ));
+    }
+    let marker = dir.join(MARKER_NAME);
+    if marker.exists() {
+        return Err(format!(
+            "token store {p} is missing, but {} says this directory held one; restore ferrohsm.db \
+             from a backup, or delete {} to start over with a new, empty store",
+            marker.display(),
+            marker.display()
+        ));
+    }
+    for suffix in ["-wal", "-journal"] {
+        let left = dir.join(format!("{DB_NAME}{suffix}"));
+        if left.exists() {
+            return Err(format!(
+                "token store {p} is missing but {} is left from it; restore ferrohsm.db from a backup \
+                 (the journal may hold its latest changes), or remove the journal to start over",
+                left.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Creates the database under a temporary name with its schema, then links it into place:
+/// `ferrohsm.db` only ever names a complete ferrohsm database, and an existing one is never
+/// replaced (two processes creating at once both end up with the same store).
+fn create_new(dir: &Path, path: &Path) -> std::result::Result<(), String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        format!("cannot create the token store {}: {what}: {e}", path.display())
+    };
+    let new_dir = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(|e| fail("cannot create the directory", &e))?;
+    #[cfg(unix)]
+    if new_dir {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let tmp = dir.join(format!("{DB_NAME}.new-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let build = || -> rusqlite::Result<()> {
+        let mut c = Connection::open(&tmp)?;
+        let tx = c.transaction()?;
+        tx.execute_batch(SCHEMA_V1)?;
+        tx.execute_batch(SCHEMA_V2)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.commit()?;
+        c.pragma_update(None, "journal_mode", "WAL")?;
+        c.close().map_err(|(_, e)| e)
+    };
+    let linked = build()
+        .map_err(|e| fail("cannot write the new database", &e))
+        .and_then(|()| {
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| fail("sync", &e))
+        })
+        .and_then(|()| match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(()),
+            // Another process created it meanwhile: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(fail("cannot link the new database into place", &e)),
+        });
+    let _ = std::fs::remove_file(&tmp);
+    linked?;
+    std::fs::write(dir.join(MARKER_NAME), MARKER_TEXT)
+        .map_err(|e| fail("cannot write the marker file", &e))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    log::info!("created a new token store {}", path.display());
+    Ok(())
 }
 
 fn record_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
@@ -531,7 +799,13 @@ impl Store for SqliteStore {
         })
     }
 
-    fn init_token(&self, slot: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<TokenRecord> {
+    fn init_token(
+        &self,
+        slot: CK_SLOT_ID,
+        so_pin: &[u8],
+        label: &[u8; 32],
+        user_pin: Option<&[u8]>,
+    ) -> Result<TokenRecord> {
         let exists = self.tokens()?.into_iter().any(|t| t.slot_id == slot);
         if exists {
             self.check_pin(slot, PinOwner::So, so_pin)?;
@@ -540,18 +814,21 @@ impl Store for SqliteStore {
         let token_key = crypt::random_key();
         let (so_wrap, pin_key) =
             crypt::wrap_token_key(&token_key, so_pin, self.kdf, &wrap_aad(slot, PinOwner::So));
+        let user = user_pin.map(|p| {
+            let (wrap, key) = crypt::wrap_token_key(&token_key, p, self.kdf, &wrap_aad(slot, PinOwner::User));
+            (p, wrap, key)
+        });
+        let user_wrap = user.as_ref().map(|(_, w, _)| w.clone());
         let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = self.begin_write(&mut conn)?;
         if exists {
             // Re-initialisation: same slot and serial, new token key, no objects, no user PIN.
             tx.execute("DELETE FROM objects WHERE slot_id = ?1", params![slot as i64])
                 .map_err(db_err)?;
             tx.execute(
-                "UPDATE tokens SET label = ?2, so_wrap = ?3, user_wrap = NULL, so_failures = 0, so_locked = 0, \
+                "UPDATE tokens SET label = ?2, so_wrap = ?3, user_wrap = ?4, so_failures = 0, so_locked = 0, \
                  user_failures = 0, user_locked = 0, generation = generation + 1 WHERE slot_id = ?1",
-                params![slot as i64, &label[..], so_wrap],
+                params![slot as i64, &label[..], so_wrap, user_wrap],
             )
             .map_err(db_err)?;
         } else {
@@ -569,8 +846,8 @@ impl Store for SqliteStore {
             getrandom::fill(&mut rnd).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
             let serial: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
             tx.execute(
-                "INSERT INTO tokens (slot_id, label, serial, so_wrap, max_failures) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![slot as i64, &label[..], serial, so_wrap, self.max_failures],
+                "INSERT INTO tokens (slot_id, label, serial, so_wrap, user_wrap, max_failures) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![slot as i64, &label[..], serial, so_wrap, user_wrap, self.max_failures],
             )
             .map_err(db_err)?;
         }
@@ -581,10 +858,13 @@ impl Store for SqliteStore {
                 record_from_row,
             )
             .map_err(db_err)?;
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(|e| self.write_err(e))?;
         drop(conn);
         self.keys.lock().remove(&slot);
         self.remember_pin_key(slot, PinOwner::So, &so_wrap, so_pin, pin_key);
+        if let Some((p, wrap, key)) = user {
+            self.remember_pin_key(slot, PinOwner::User, &wrap, p, key);
+        }
         Ok(record)
     }
 
@@ -602,13 +882,15 @@ impl Store for SqliteStore {
         let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
         let (wrap, pin_key) =
             crypt::wrap_token_key(&token_key, pin, self.kdf, &wrap_aad(slot, PinOwner::User));
-        self.conn
-            .lock()
-            .execute(
-                "UPDATE tokens SET user_wrap = ?2, user_failures = 0, user_locked = 0 WHERE slot_id = ?1",
-                params![slot as i64, wrap],
-            )
-            .map_err(db_err)?;
+        let mut conn = self.conn.lock();
+        let tx = self.begin_write(&mut conn)?;
+        tx.execute(
+            "UPDATE tokens SET user_wrap = ?2, user_failures = 0, user_locked = 0 WHERE slot_id = ?1",
+            params![slot as i64, wrap],
+        )
+        .map_err(db_err)?;
+        tx.commit().map_err(|e| self.write_err(e))?;
+        drop(conn);
         self.remember_pin_key(slot, PinOwner::User, &wrap, pin, pin_key);
         Ok(())
     }
@@ -617,14 +899,16 @@ impl Store for SqliteStore {
         let token_key = self.check_pin(slot, who, old)?;
         // Re-wrap only: objects stay sealed under the same token key.
         let (wrap, pin_key) = crypt::wrap_token_key(&token_key, new, self.kdf, &wrap_aad(slot, who));
-        let (wrap_col, _, _) = Self::columns(who);
-        self.conn
-            .lock()
-            .execute(
-                &format!("UPDATE tokens SET {wrap_col} = ?2 WHERE slot_id = ?1"),
-                params![slot as i64, wrap],
-            )
-            .map_err(db_err)?;
+        let (wrap_col, _, _, _) = Self::columns(who);
+        let mut conn = self.conn.lock();
+        let tx = self.begin_write(&mut conn)?;
+        tx.execute(
+            &format!("UPDATE tokens SET {wrap_col} = ?2 WHERE slot_id = ?1"),
+            params![slot as i64, wrap],
+        )
+        .map_err(db_err)?;
+        tx.commit().map_err(|e| self.write_err(e))?;
+        drop(conn);
         self.remember_pin_key(slot, who, &wrap, new, pin_key);
         Ok(())
     }
@@ -672,24 +956,20 @@ impl Store for SqliteStore {
 
     fn create(&self, slot: CK_SLOT_ID, objects: &[&Attributes]) -> Result<Vec<u64>> {
         let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = self.begin_write(&mut conn)?;
         let ids = objects
             .iter()
             .map(|attrs| self.insert_object(&tx, slot, attrs))
             .collect::<Result<Vec<u64>>>()?;
         Self::bump_generation(&tx, slot)?;
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(|e| self.write_err(e))?;
         Ok(ids)
     }
 
     fn update(&self, slot: CK_SLOT_ID, id: u64, attrs: &Attributes) -> Result<()> {
         let (clear, sealed, key_id, label) = self.encode(slot, id, attrs)?;
         let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = self.begin_write(&mut conn)?;
         let n = tx
             .execute(
                 "UPDATE objects SET private = ?3, class = ?4, key_id = ?5, label = ?6, clear = ?7, sealed = ?8 \
@@ -701,14 +981,12 @@ impl Store for SqliteStore {
             return fail(CKR_OBJECT_HANDLE_INVALID);
         }
         Self::bump_generation(&tx, slot)?;
-        tx.commit().map_err(db_err)
+        tx.commit().map_err(|e| self.write_err(e))
     }
 
     fn destroy(&self, slot: CK_SLOT_ID, id: u64) -> Result<()> {
         let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db_err)?;
+        let tx = self.begin_write(&mut conn)?;
         let n = tx
             .execute(
                 "DELETE FROM objects WHERE id = ?1 AND slot_id = ?2",
@@ -719,7 +997,7 @@ impl Store for SqliteStore {
             return fail(CKR_OBJECT_HANDLE_INVALID);
         }
         Self::bump_generation(&tx, slot)?;
-        tx.commit().map_err(db_err)
+        tx.commit().map_err(|e| self.write_err(e))
     }
 
     fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {
@@ -787,6 +1065,36 @@ mod tests {
             .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
             .unwrap();
         rows.map(|r| r.unwrap()).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn a_schema_1_store_keeps_its_counters_and_gains_attempt_tickets() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let c = Connection::open(dir.path().join(DB_NAME)).unwrap();
+            c.execute_batch(SCHEMA_V1).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute(
+                "INSERT INTO tokens (slot_id, label, serial, so_wrap, user_failures, max_failures) \
+                 VALUES (0, x'', '00', x'00', 2, 3)",
+                [],
+            )
+            .unwrap();
+        }
+        let kdf = KdfParams {
+            memory_kib: 64,
+            passes: 1,
+        };
+        let store = SqliteStore::open(dir.path(), kdf, 3).unwrap();
+        let t = &store.tokens().unwrap()[0];
+        assert_eq!(t.user_pin.failures, 2);
+        let attempts: i64 = store
+            .conn
+            .lock()
+            .query_row("SELECT user_attempts FROM tokens", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(attempts, 0);
+        assert!(dir.path().join(MARKER_NAME).exists());
     }
 
     #[test]

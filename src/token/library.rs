@@ -132,12 +132,28 @@ impl Library {
     }
 
     pub fn init_token(&self, slot_id: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<()> {
+        self.init_token_with_user_pin(slot_id, so_pin, label, None)
+    }
+
+    /// `C_InitToken`, and with `user_pin` also `C_InitPIN`, as one store transaction: a process
+    /// killed half-way leaves either no change or a token whose user PIN works
+    /// (`FERROHSM_InitTokenWithPIN`).
+    pub fn init_token_with_user_pin(
+        &self,
+        slot_id: CK_SLOT_ID,
+        so_pin: &[u8],
+        label: &[u8; 32],
+        user_pin: Option<&[u8]>,
+    ) -> Result<()> {
         let token = self.token(slot_id)?;
         if !self.sessions_of(slot_id).is_empty() {
             return fail_because(CKR_SESSION_EXISTS, "close every session before C_InitToken");
         }
         check_pin_len(so_pin)?;
-        let record = self.store.init_token(slot_id, so_pin, label)?;
+        if let Some(p) = user_pin {
+            check_pin_len(p)?;
+        }
+        let record = self.store.init_token(slot_id, so_pin, label, user_pin)?;
         token.clear_cache();
         token.session_objects.clear();
         token.set_login_state(LoginState::Public);

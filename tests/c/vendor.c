@@ -47,5 +47,16 @@ int main(int argc, char **argv) {
     printf("batches %lu %lu %lu %lu\n", s.batches[0], s.batches[1], s.batches[2], s.batches[3]);
     printf("mean_batch_fill %.2f\n", s.mean_batch_fill);
     printf("null_rv %lu\n", stats_fn(NULL));
+
+    /* Token and user PIN in one call (1.1): slot 1 is the free slot. */
+    unsigned char label[32];
+    memset(label, ' ', sizeof label);
+    memcpy(label, "from C", 6);
+    if (dlsym(m, "FERROHSM_InitTokenWithPIN") != (void *)v->FERROHSM_InitTokenWithPIN) return 1;
+    printf("init_rv %lu\n", v->FERROHSM_InitTokenWithPIN(1, (const unsigned char *)"so-pin-c", 8, label,
+                                                          (const unsigned char *)"user-pin-c", 10));
+    printf("init_null_rv %lu\n", v->FERROHSM_InitTokenWithPIN(1, NULL, 8, label, NULL, 10));
+    printf("init_wrong_so_rv %lu\n", v->FERROHSM_InitTokenWithPIN(1, (const unsigned char *)"wrong-so", 8,
+                                                                   label, (const unsigned char *)"x-pin", 5));
     return 0;
 }

@@ -91,3 +91,57 @@ pub fn free_slot(p: &Pkcs11) -> Result<Slot> {
     }
     Err("this module has no free slot".into())
 }
+
+/// `FERROHSM_InitTokenWithPIN` of the loaded module, when it has one (ferrohsm 1.1 and later).
+pub struct InitTokenWithPin {
+    // Keeps the module mapped while `f` may be called; it is the library `Pkcs11` already
+    // loaded (dlopen of the same path), so the call sees the initialised module.
+    _lib: libloading::Library,
+    f: unsafe extern "C" fn(
+        cryptoki_sys::CK_SLOT_ID,
+        *const u8,
+        cryptoki_sys::CK_ULONG,
+        *const u8,
+        *const u8,
+        cryptoki_sys::CK_ULONG,
+    ) -> cryptoki_sys::CK_RV,
+}
+
+impl InitTokenWithPin {
+    pub fn find(module: &Path) -> Option<Self> {
+        // SAFETY: loading the module the caller already loaded through `Pkcs11::new` runs no new
+        // initialisers; the symbol's type is the one include/ferrohsm.h declares.
+        unsafe {
+            let lib = libloading::Library::new(module).ok()?;
+            let f = *lib
+                .get::<unsafe extern "C" fn(
+                    cryptoki_sys::CK_SLOT_ID,
+                    *const u8,
+                    cryptoki_sys::CK_ULONG,
+                    *const u8,
+                    *const u8,
+                    cryptoki_sys::CK_ULONG,
+                ) -> cryptoki_sys::CK_RV>(b"FERROHSM_InitTokenWithPIN")
+                .ok()?;
+            Some(InitTokenWithPin { _lib: lib, f })
+        }
+    }
+
+    /// Initialises the token in `slot` with `label` and sets its user PIN, in one transaction.
+    pub fn call(&self, slot: Slot, so_pin: &str, label: &str, user_pin: &str) -> cryptoki::error::Result<()> {
+        let mut padded = [b' '; 32];
+        padded[..label.len().min(32)].copy_from_slice(&label.as_bytes()[..label.len().min(32)]);
+        // SAFETY: every pointer is valid for the length passed with it; label is 32 bytes.
+        let rv = unsafe {
+            (self.f)(
+                slot.id() as cryptoki_sys::CK_SLOT_ID,
+                so_pin.as_ptr(),
+                so_pin.len() as cryptoki_sys::CK_ULONG,
+                padded.as_ptr(),
+                user_pin.as_ptr(),
+                user_pin.len() as cryptoki_sys::CK_ULONG,
+            )
+        };
+        cryptoki::error::Rv::from(rv).into_result(cryptoki::context::Function::InitToken)
+    }
+}

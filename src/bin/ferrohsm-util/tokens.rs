@@ -77,10 +77,12 @@ pub struct InitToken {
 }
 
 pub fn init_token(m: Option<&Path>, a: InitToken) -> Result<()> {
+    use secrecy::ExposeSecret;
     if a.label.len() > 32 {
         return Err(format!("the label {:?} is longer than 32 characters", a.label));
     }
-    let p = module::load(m)?;
+    let path = module::module_path(m)?;
+    let p = module::load(Some(&path))?;
     let slot = match (a.slot, a.free, &a.token) {
         (Some(n), _, _) => module::find_token(&p, Some(n), None, None)?,
         (_, _, Some(l)) => module::find_token(&p, None, Some(l), None)?,
@@ -89,16 +91,28 @@ pub fn init_token(m: Option<&Path>, a: InitToken) -> Result<()> {
     };
     let so = pin::get(a.so_pin, "FERROHSM_SO_PIN", "SO PIN")?;
     let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
-    p.init_token(slot, &so, &a.label)
-        .map_err(|e| explain("cannot initialise the token", e))?;
-    let s = p
-        .open_rw_session(slot)
-        .map_err(|e| explain("cannot open a session", e))?;
-    s.login(UserType::So, Some(&so))
-        .map_err(|e| explain("SO login failed", e))?;
-    s.init_pin(&user)
-        .map_err(|e| explain("cannot set the user PIN", e))?;
-    s.logout().ok();
+    if let Some(f) = module::InitTokenWithPin::find(&path) {
+        // One store transaction: an interrupted command leaves no token without a user PIN.
+        f.call(slot, so.expose_secret(), &a.label, user.expose_secret())
+            .map_err(|e| explain("cannot initialise the token", e))?;
+    } else {
+        eprintln!(
+            "ferrohsm-util: warning: {} has no FERROHSM_InitTokenWithPIN, so the token is initialised \
+             in two steps (C_InitToken, then C_InitPIN); if this command is interrupted between them, \
+             run it again to set the user PIN",
+            path.display()
+        );
+        p.init_token(slot, &so, &a.label)
+            .map_err(|e| explain("cannot initialise the token", e))?;
+        let s = p
+            .open_rw_session(slot)
+            .map_err(|e| explain("cannot open a session", e))?;
+        s.login(UserType::So, Some(&so))
+            .map_err(|e| explain("SO login failed", e))?;
+        s.init_pin(&user)
+            .map_err(|e| explain("cannot set the user PIN", e))?;
+        s.logout().ok();
+    }
     println!("The token has been initialized on slot {}", slot.id());
     Ok(())
 }

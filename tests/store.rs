@@ -60,12 +60,11 @@ fn nothing_secret_is_stored_in_clear() {
     let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
     let k = rsa::PrivateKey::new(&mut rng, 1024).unwrap();
     import(&s, &k, b"private-id-7f3a", b"private-label-q8z2");
-    // A secret key that is not private: its value is still sealed.
+    // A secret key: its value is sealed (a token key cannot be made public: tests/policy.rs).
     s.create_object(&[
         Attribute::Class(ObjectClass::SECRET_KEY),
         Attribute::KeyType(KeyType::GENERIC_SECRET),
         Attribute::Token(true),
-        Attribute::Private(false),
         Attribute::Value(b"generic-secret-value-0123456789".to_vec()),
     ])
     .unwrap();

@@ -83,6 +83,15 @@ fn convert(obj: &SoftObject, dropped: &mut Vec<String>) -> Attributes {
         ));
         a.remove(t);
     }
+    // ferrohsm keeps every token key private (policy::check_invariants): a SoftHSM key with
+    // CKA_PRIVATE false is carried as private, and said so.
+    if policy::check_invariants(&a).is_err() {
+        a.set_bool(CKA_PRIVATE, true);
+        dropped.push(format!(
+            "{}: CKA_PRIVATE false on a key (ferrohsm keeps token keys private: it is private now; log in to use it)",
+            obj.file.display()
+        ));
+    }
     a
 }
 

@@ -3,6 +3,7 @@
 
 pub mod attributes;
 mod crypto;
+mod handles;
 mod library;
 pub mod object;
 pub mod objects;

@@ -1,5 +1,6 @@
 //! ferrohsm-softhsm2-util: accepts softhsm2-util's options and prints the lines scripts parse,
 //! acting on ferrohsm tokens, so existing setup scripts keep working after the switch.
+#![forbid(unsafe_code)]
 
 #[path = "../ferrohsm-util/module.rs"]
 mod module;

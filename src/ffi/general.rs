@@ -67,7 +67,7 @@ fn init_lock() -> Option<parking_lot::MutexGuard<'static, ()>> {
 ck_fn!(
     fn C_Finalize(reserved: *mut c_void) {
         if !reserved.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_Finalize: pReserved must be NULL");
         }
         let _g = init_lock();
         lib()?;
@@ -116,10 +116,14 @@ ck_fn!(
     fn C_GenerateRandom(session: CK_SESSION_HANDLE, buf: *mut CK_BYTE, len: CK_ULONG) {
         lib()?.0.session(session)?;
         if buf.is_null() {
-            return if len == 0 { Ok(()) } else { fail(CKR_ARGUMENTS_BAD) };
+            return if len == 0 {
+                Ok(())
+            } else {
+                fail_because(CKR_ARGUMENTS_BAD, "C_GenerateRandom: NULL buffer")
+            };
         }
         if len as u64 > isize::MAX as u64 {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, format!("C_GenerateRandom: {len} bytes"));
         }
         // SAFETY: non-NULL, so valid for `len` bytes per PKCS#11 (length below isize::MAX).
         let buf = unsafe { std::slice::from_raw_parts_mut(buf, len as usize) };
@@ -147,7 +151,7 @@ ck_fn!(
         // SAFETY: the caller's output, NULL or valid per PKCS#11.
         unsafe { out(slot) }?;
         if !reserved.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_WaitForSlotEvent: pReserved must be NULL");
         }
         // Software slots have no insertion events.
         if flags & CKF_DONT_BLOCK != 0 {

@@ -2,7 +2,7 @@
 
 use super::convert::out;
 use super::function_list::{FUNCTION_LIST_2_40, FUNCTION_LIST_3_0, FUNCTION_LIST_3_2};
-use crate::error::{fail, Error};
+use crate::error::{fail, fail_because, Error};
 use cryptoki_sys::*;
 use std::ffi::c_void;
 
@@ -102,9 +102,12 @@ ck_fn!(
                         have.major == v.major && have.minor == v.minor
                     })
             })
-            .ok_or(Error(CKR_ARGUMENTS_BAD))?;
+            .ok_or_else(|| {
+                log::info!("CKR_ARGUMENTS_BAD: C_GetInterface: no such interface and version");
+                Error(CKR_ARGUMENTS_BAD)
+            })?;
         if flags & !entry(index).flags != 0 {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_GetInterface: flags the interface lacks");
         }
         let base = &raw mut INTERFACES as *mut CK_INTERFACE;
         // SAFETY: `index` < COUNT, inside the static array.

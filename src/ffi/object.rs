@@ -4,7 +4,7 @@ use super::convert::{
     capacity, mechanism, out, required_bytes, template, template_pairs, write_output, AttributeAnswers,
 };
 use super::lib;
-use crate::error::fail;
+use crate::error::{fail, fail_because};
 use crate::token::objects::{attribute_value, AttributeValue};
 use cryptoki_sys::*;
 
@@ -137,7 +137,7 @@ ck_fn!(
         // SAFETY: the caller's output count (see above).
         let count = unsafe { out(count) }?;
         if handles.is_null() && max > 0 {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_FindObjects: NULL handle array");
         }
         let found = l.0.find_next(session, max as usize)?;
         assert!(

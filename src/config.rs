@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 
 pub const SYSTEM_CONF: &str = "/etc/ferrohsm/ferrohsm.toml";
 
+pub const STORE_BACKENDS: &[&str] = &["sqlite", "memory"];
+pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+/// At least one try; beyond a thousand the lockout protects nothing.
+pub const MAX_FAILURES: std::ops::RangeInclusive<u32> = 1..=1000;
+/// Argon2 needs 8 KiB per lane (PIN keys use one lane); 4 GiB per login is the sane top.
+pub const KDF_MEMORY_KIB: std::ops::RangeInclusive<u32> = 8..=4 * 1024 * 1024;
+/// Argon2 needs one pass; 64 passes of 19 MiB already take seconds per login.
+pub const KDF_PASSES: std::ops::RangeInclusive<u32> = 1..=64;
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -120,20 +129,40 @@ impl Config {
                 c.store.path = Some(path.parent().unwrap_or(Path::new(".")).join(p));
             }
         }
-        if !matches!(c.store.backend.as_str(), "sqlite" | "memory") {
-            return Err(ConfigError(format!(
-                "configuration file {}: store.backend must be \"sqlite\" or \"memory\", not {:?}",
-                path.display(),
-                c.store.backend
-            )));
-        }
-        if c.pin.max_failures == 0 {
-            return Err(ConfigError(format!(
-                "configuration file {}: pin.max_failures must be at least 1",
-                path.display()
-            )));
-        }
+        c.check()
+            .map_err(|why| ConfigError(format!("configuration file {}: {why}", path.display())))?;
         Ok(c)
+    }
+
+    /// Checks every value against the range it is used in, so that a bad value stops
+    /// `C_Initialize` with the key named instead of failing later (a KDF refusing its
+    /// parameters at `C_InitToken`). The error names the key and what it may be.
+    pub fn check(&self) -> Result<(), String> {
+        let words = |key: &str, value: &str, allowed: &[&str]| {
+            if allowed.contains(&value) {
+                Ok(())
+            } else {
+                Err(format!("{key} must be one of {allowed:?}, not {value:?}"))
+            }
+        };
+        let range = |key: &str, value: u32, r: std::ops::RangeInclusive<u32>| {
+            if r.contains(&value) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{key} must be between {} and {}, not {value}",
+                    r.start(),
+                    r.end()
+                ))
+            }
+        };
+        words("store.backend", &self.store.backend, STORE_BACKENDS)?;
+        // Levels are read case-insensitively by the logger.
+        words("log.level", &self.log.level.to_ascii_lowercase(), LOG_LEVELS)?;
+        range("pin.max_failures", self.pin.max_failures, MAX_FAILURES)?;
+        range("pin.kdf_memory_kib", self.pin.kdf_memory_kib, KDF_MEMORY_KIB)?;
+        range("pin.kdf_passes", self.pin.kdf_passes, KDF_PASSES)?;
+        Ok(())
     }
 
     /// The store directory: configured, or `$XDG_DATA_HOME/ferrohsm`, or
@@ -147,5 +176,68 @@ impl Config {
         }
         let home = std::env::var_os("HOME").unwrap_or_else(|| "/".into());
         PathBuf::from(home).join(".local/share/ferrohsm")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loads `text` as a configuration file and returns the error, if any.
+    fn load(text: &str) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ferrohsm.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::from_file(&path).map_err(|e| {
+            assert!(e.0.contains(&path.display().to_string()), "{e}: names the file");
+            e.0
+        })
+    }
+
+    #[test]
+    fn defaults_and_the_range_ends_are_accepted() {
+        Config::default().check().unwrap();
+        load("[pin]\nkdf_memory_kib = 8\nkdf_passes = 1\nmax_failures = 1\n").unwrap();
+        load("[pin]\nkdf_memory_kib = 4194304\nkdf_passes = 64\nmax_failures = 1000\n").unwrap();
+        load("[log]\nlevel = \"DEBUG\"\n[store]\nbackend = \"memory\"\n").unwrap();
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_with_the_key_and_range() {
+        for (text, key, allowed) in [
+            ("[pin]\nkdf_passes = 0\n", "pin.kdf_passes", "between 1 and 64"),
+            ("[pin]\nkdf_passes = 65\n", "pin.kdf_passes", "between 1 and 64"),
+            (
+                "[pin]\nkdf_memory_kib = 1\n",
+                "pin.kdf_memory_kib",
+                "between 8 and 4194304",
+            ),
+            (
+                "[pin]\nkdf_memory_kib = 7\n",
+                "pin.kdf_memory_kib",
+                "between 8 and 4194304",
+            ),
+            (
+                "[pin]\nkdf_memory_kib = 4194305\n",
+                "pin.kdf_memory_kib",
+                "between 8 and 4194304",
+            ),
+            (
+                "[pin]\nmax_failures = 0\n",
+                "pin.max_failures",
+                "between 1 and 1000",
+            ),
+            (
+                "[pin]\nmax_failures = 1001\n",
+                "pin.max_failures",
+                "between 1 and 1000",
+            ),
+            ("[log]\nlevel = \"verbose\"\n", "log.level", "\"trace\""),
+            ("[store]\nbackend = \"postgres\"\n", "store.backend", "\"sqlite\""),
+            ("[store]\nbackend = \"Memory\"\n", "store.backend", "\"memory\""),
+        ] {
+            let e = load(text).expect_err(text);
+            assert!(e.contains(key) && e.contains(allowed), "{text:?} -> {e}");
+        }
     }
 }

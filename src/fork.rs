@@ -12,8 +12,11 @@ extern "C" fn in_child() {
 /// Installs the handler once per process.
 pub fn watch() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| unsafe {
-        libc::pthread_atfork(None, None, Some(in_child));
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain function that only bumps an atomic. Handlers cannot be
+        // unregistered, so the module is linked `-z nodelete` (build.rs): the code stays mapped
+        // after a dlclose and the child's handler never runs into unmapped memory.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
     });
 }
 

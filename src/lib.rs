@@ -1,11 +1,18 @@
 //! ferrohsm: a PKCS#11 software token with a fast RSA engine. Module map only.
 
+// Rooms without unsafe code say so, so that none creeps in: unsafe belongs to `ffi` (C
+// pointers), `engine` (SIMD intrinsics), `fork` (pthread_atfork) and `logging` (syslog).
+#[forbid(unsafe_code)]
 pub mod config;
 pub mod engine;
+#[forbid(unsafe_code)]
 pub mod error;
 pub mod ffi;
 pub mod fork;
 pub mod logging;
+#[forbid(unsafe_code)]
 pub mod mechanism;
+#[forbid(unsafe_code)]
 pub mod store;
+#[forbid(unsafe_code)]
 pub mod token;

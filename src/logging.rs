@@ -6,6 +6,7 @@ use log::{LevelFilter, Log, Metadata, Record};
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 
 enum Target {
     Stderr,
@@ -40,6 +41,7 @@ impl Log for Logger {
                     _ => libc::LOG_DEBUG,
                 };
                 if let Ok(c) = std::ffi::CString::new(line.replace('\0', " ")) {
+                    // SAFETY: a constant "%s" format with one NUL-terminated string argument.
                     unsafe { libc::syslog(priority | libc::LOG_USER, c"%s".as_ptr(), c.as_ptr()) };
                 }
             }
@@ -71,7 +73,14 @@ pub fn init(config: Option<&LogConfig>) {
         let target = match config.target.as_str() {
             "stderr" | "" => Target::Stderr,
             "syslog" => Target::Syslog,
-            path => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            // Created owner-only (0600): log lines name tokens, keys and users. An existing
+            // file keeps the mode its owner gave it.
+            path => match std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)
+            {
                 Ok(f) => Target::File(Mutex::new(f)),
                 Err(e) => {
                     eprintln!("ferrohsm: cannot open log file {path}: {e}; logging to stderr");

@@ -1,5 +1,6 @@
 //! SoftHSM v2 compatibility: its configuration file and its token directories (file backend),
 //! read without SoftHSM, with private attributes decrypted under the token's PIN.
+#![forbid(unsafe_code)]
 
 pub mod conf;
 pub mod crypt;

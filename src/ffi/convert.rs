@@ -6,34 +6,79 @@ use crate::mechanism::{self, HashAlg, Mechanism, OaepParams, PssParams};
 use crate::token::attributes::Template;
 use crate::token::Output;
 use cryptoki_sys::*;
+use std::ptr;
+
+// Every `unsafe fn` here has one contract, the one PKCS#11 gives the caller: a pointer is NULL
+// or points to live memory of the type and length the specification pairs it with. Structures
+// are copied out with `read_unaligned` (C callers pack and cast freely); byte slices have no
+// alignment to keep.
 
 /// `len` bytes at `p`; NULL is accepted only for an empty input.
+///
+/// # Safety
+/// `p` is NULL or valid for reading `len` bytes for the lifetime `'a`.
 pub unsafe fn bytes<'a>(p: *const u8, len: CK_ULONG) -> Result<&'a [u8]> {
     if p.is_null() {
         return if len == 0 {
             Ok(&[])
         } else {
-            fail(CKR_ARGUMENTS_BAD)
+            fail_because(CKR_ARGUMENTS_BAD, format!("NULL input of {len} bytes"))
         };
     }
-    Ok(std::slice::from_raw_parts(p, len as usize))
+    if len > isize::MAX as CK_ULONG {
+        return fail_because(CKR_ARGUMENTS_BAD, format!("input length {len} is impossible"));
+    }
+    // SAFETY: non-NULL, length below isize::MAX; the caller vouches for the memory.
+    Ok(unsafe { std::slice::from_raw_parts(p, len as usize) })
+}
+
+/// Like `bytes`, for an input the function cannot do without (a signature to verify): NULL is
+/// refused even with a zero length.
+///
+/// # Safety
+/// As `bytes`.
+pub unsafe fn required_bytes<'a>(p: *const u8, len: CK_ULONG) -> Result<&'a [u8]> {
+    if p.is_null() {
+        return fail_because(CKR_ARGUMENTS_BAD, "a required input is NULL");
+    }
+    // SAFETY: the caller's contract is ours.
+    unsafe { bytes(p, len) }
 }
 
 /// A required output location.
+///
+/// # Safety
+/// `p` is NULL or valid and aligned for writing a `T` for the lifetime `'a`.
 pub unsafe fn out<'a, T>(p: *mut T) -> Result<&'a mut T> {
-    p.as_mut().ok_or(Error(CKR_ARGUMENTS_BAD))
+    // SAFETY: the caller's contract: NULL or a valid, aligned `T`.
+    unsafe { p.as_mut() }.ok_or_else(|| {
+        log::info!("CKR_ARGUMENTS_BAD: a required output pointer is NULL");
+        Error(CKR_ARGUMENTS_BAD)
+    })
 }
 
 /// The caller's buffer capacity: `None` for a length query (NULL buffer).
+///
+/// # Safety
+/// `len` is NULL or a valid `CK_ULONG`.
 pub unsafe fn capacity(buf: *const u8, len: *mut CK_ULONG) -> Result<Option<usize>> {
-    let len = out(len)?;
+    // SAFETY: the caller's contract.
+    let len = unsafe { out(len) }?;
     Ok(if buf.is_null() { None } else { Some(*len as usize) })
 }
 
 /// Writes an `Output` per the two-call convention: a length alone, or the data; a length
-/// answered to a non-NULL buffer means it was too small.
+/// answered to a non-NULL buffer means it was too small. The capacity is checked here again,
+/// whatever the token decided: data longer than `*len` is never written, the caller gets
+/// `CKR_BUFFER_TOO_SMALL` and the needed length. (The token answers `Output::Length` in that
+/// case and keeps the operation, as BUFFER_TOO_SMALL does not end one; reaching the check
+/// here would be a token bug, hence the error line.)
+///
+/// # Safety
+/// `len` is NULL or a valid `CK_ULONG`; `buf` is NULL or valid for writing `*len` bytes.
 pub unsafe fn write_output(buf: *mut u8, len: *mut CK_ULONG, o: Output) -> Result<()> {
-    let len = out(len)?;
+    // SAFETY: the caller's contract.
+    let len = unsafe { out(len) }?;
     match o {
         Output::Length(n) => {
             *len = n as CK_ULONG;
@@ -44,26 +89,60 @@ pub unsafe fn write_output(buf: *mut u8, len: *mut CK_ULONG, o: Output) -> Resul
             }
         }
         Output::Data(d) => {
-            std::ptr::copy_nonoverlapping(d.as_ptr(), buf, d.len());
+            if buf.is_null() || (*len as u64) < d.len() as u64 {
+                log::error!(
+                    "output of {} bytes answered to a buffer of {}; not written",
+                    d.len(),
+                    if buf.is_null() { 0 } else { *len }
+                );
+                *len = d.len() as CK_ULONG;
+                return if buf.is_null() {
+                    Ok(())
+                } else {
+                    fail(CKR_BUFFER_TOO_SMALL)
+                };
+            }
+            // SAFETY: `buf` holds `*len` >= `d.len()` bytes (the caller's contract, checked
+            // length); `d` is our own allocation, so they do not overlap.
+            unsafe { ptr::copy_nonoverlapping(d.as_ptr(), buf, d.len()) };
             *len = d.len() as CK_ULONG;
             Ok(())
         }
     }
 }
 
-unsafe fn attribute_list<'a>(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<&'a [CK_ATTRIBUTE]> {
+/// The caller's attribute array, copied element by element (it may be unaligned).
+///
+/// # Safety
+/// `p` is NULL or valid for reading `n` `CK_ATTRIBUTE`s.
+unsafe fn attribute_list(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Vec<CK_ATTRIBUTE>> {
     if p.is_null() {
-        return if n == 0 { Ok(&[]) } else { fail(CKR_ARGUMENTS_BAD) };
+        return if n == 0 {
+            Ok(vec![])
+        } else {
+            fail_because(CKR_ARGUMENTS_BAD, format!("NULL template of {n} attributes"))
+        };
     }
-    Ok(std::slice::from_raw_parts(p, n as usize))
+    if n > (isize::MAX as usize / std::mem::size_of::<CK_ATTRIBUTE>()) as CK_ULONG {
+        return fail_because(CKR_ARGUMENTS_BAD, format!("template of {n} attributes"));
+    }
+    // SAFETY: `p` is valid for `n` elements (the caller's contract); `add` stays inside them.
+    Ok((0..n as usize)
+        .map(|i| unsafe { ptr::read_unaligned(p.add(i)) })
+        .collect())
 }
 
 /// A template as (type, value) pairs in the caller's order.
+///
+/// # Safety
+/// `p` is NULL or valid for reading `n` `CK_ATTRIBUTE`s, each value NULL or valid for its
+/// length.
 pub unsafe fn template_pairs(
     p: *const CK_ATTRIBUTE,
     n: CK_ULONG,
 ) -> Result<Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>> {
-    attribute_list(p, n)?
+    // SAFETY: the caller's contract.
+    unsafe { attribute_list(p, n) }?
         .iter()
         .map(|a| {
             if a.pValue.is_null() && a.ulValueLen != 0 {
@@ -73,35 +152,71 @@ pub unsafe fn template_pairs(
                 );
             }
             if super::array::is_array(a.type_) {
-                return Ok((
-                    a.type_,
-                    super::array::read(a.type_, a.pValue as *const u8, a.ulValueLen)?,
-                ));
+                // SAFETY: an array attribute's value is valid for its length (the caller's
+                // contract), entries and their values included.
+                let nested = unsafe { super::array::read(a.type_, a.pValue as *const u8, a.ulValueLen) }?;
+                return Ok((a.type_, nested));
             }
-            Ok((a.type_, bytes(a.pValue as *const u8, a.ulValueLen)?.to_vec()))
+            // SAFETY: each value is valid for its length (the caller's contract).
+            Ok((
+                a.type_,
+                unsafe { bytes(a.pValue as *const u8, a.ulValueLen) }?.to_vec(),
+            ))
         })
         .collect()
 }
 
 /// A template for creating or changing objects, every value checked against its
 /// attribute's shape (`Template::parse`).
+///
+/// # Safety
+/// As `template_pairs`.
 pub unsafe fn template(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Template> {
-    Template::parse(template_pairs(p, n)?)
+    // SAFETY: the caller's contract.
+    Template::parse(unsafe { template_pairs(p, n) }?)
 }
 
-/// The caller's attribute array for `C_GetAttributeValue`, writable.
-pub unsafe fn attribute_list_mut<'a>(p: *mut CK_ATTRIBUTE, n: CK_ULONG) -> Result<&'a mut [CK_ATTRIBUTE]> {
-    if p.is_null() {
-        return if n == 0 {
-            Ok(&mut [])
-        } else {
-            fail(CKR_ARGUMENTS_BAD)
-        };
+/// The caller's attribute array for `C_GetAttributeValue`: the entries read, and a way to
+/// write each one's answer back where it came from.
+pub struct AttributeAnswers {
+    base: *mut CK_ATTRIBUTE,
+    pub entries: Vec<CK_ATTRIBUTE>,
+}
+
+impl AttributeAnswers {
+    /// # Safety
+    /// `p` is NULL or valid for reading and writing `n` `CK_ATTRIBUTE`s.
+    pub unsafe fn read(p: *mut CK_ATTRIBUTE, n: CK_ULONG) -> Result<Self> {
+        Ok(AttributeAnswers {
+            base: p,
+            // SAFETY: the caller's contract.
+            entries: unsafe { attribute_list(p, n) }?,
+        })
     }
-    Ok(std::slice::from_raw_parts_mut(p, n as usize))
+
+    /// Answers entry `i` with its length and, when `value` is given, copies it into the
+    /// caller's buffer, which must have been checked to hold it.
+    ///
+    /// # Safety
+    /// `read`'s contract, and the entry's `pValue` is valid for its `ulValueLen` bytes.
+    pub unsafe fn answer(&mut self, i: usize, len: CK_ULONG, value: Option<&[u8]>) {
+        let e = &mut self.entries[i];
+        if let Some(v) = value {
+            assert!(v.len() as CK_ULONG <= e.ulValueLen && !e.pValue.is_null());
+            // SAFETY: the caller's buffer holds `ulValueLen` >= `v.len()` bytes (asserted).
+            unsafe { ptr::copy_nonoverlapping(v.as_ptr(), e.pValue as *mut u8, v.len()) };
+        }
+        e.ulValueLen = len;
+        // SAFETY: entry `i` of the caller's array (in range: `entries` has its length).
+        unsafe { ptr::write_unaligned(self.base.add(i), *e) };
+    }
 }
 
-unsafe fn param<'a, T>(m: &CK_MECHANISM) -> Result<Option<&'a T>> {
+/// The parameter of `m` as a `T`, copied out (the caller's struct may be unaligned).
+///
+/// # Safety
+/// `m.pParameter` is NULL or valid for reading `m.ulParameterLen` bytes.
+unsafe fn param<T: Copy>(m: &CK_MECHANISM) -> Result<Option<T>> {
     if m.pParameter.is_null() || m.ulParameterLen == 0 {
         return Ok(None);
     }
@@ -116,7 +231,9 @@ unsafe fn param<'a, T>(m: &CK_MECHANISM) -> Result<Option<&'a T>> {
             ),
         );
     }
-    Ok(Some(&*(m.pParameter as *const T)))
+    // SAFETY: `size_of::<T>()` readable bytes (checked length, the caller's contract); T is a
+    // plain C struct of integers and pointers, valid for any bytes.
+    Ok(Some(unsafe { ptr::read_unaligned(m.pParameter as *const T) }))
 }
 
 fn param_hash(h: CK_MECHANISM_TYPE) -> Result<HashAlg> {
@@ -136,10 +253,19 @@ fn param_mgf(m: CK_RSA_PKCS_MGF_TYPE) -> Result<HashAlg> {
 }
 
 /// Decodes and checks a mechanism and its parameters.
+///
+/// # Safety
+/// `p` is NULL or a readable `CK_MECHANISM` whose parameter is NULL or valid for its length;
+/// an OAEP label (`pSourceData`) likewise.
 pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
-    let m = p.as_ref().ok_or(Error(CKR_ARGUMENTS_BAD))?;
+    if p.is_null() {
+        return fail_because(CKR_ARGUMENTS_BAD, "the mechanism is NULL");
+    }
+    // SAFETY: non-NULL, readable (the caller's contract); copied as it may be unaligned.
+    let m = unsafe { ptr::read_unaligned(p) };
+    let m = &m;
     if m.pParameter.is_null() && m.ulParameterLen != 0 {
-        return fail(CKR_ARGUMENTS_BAD);
+        return fail_because(CKR_ARGUMENTS_BAD, "the mechanism parameter is NULL");
     }
     let t = m.mechanism;
     Ok(match t {
@@ -162,14 +288,18 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
             }
         }
         CKM_RSA_PKCS_OAEP => {
-            let Some(p) = param::<CK_RSA_PKCS_OAEP_PARAMS>(m)? else {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(p) = (unsafe { param::<CK_RSA_PKCS_OAEP_PARAMS>(m) })? else {
                 return fail_because(
                     CKR_MECHANISM_PARAM_INVALID,
                     "CKM_RSA_PKCS_OAEP needs CK_RSA_PKCS_OAEP_PARAMS",
                 );
             };
             let label = match p.source {
-                CKZ_DATA_SPECIFIED => bytes(p.pSourceData as *const u8, p.ulSourceDataLen)?.to_vec(),
+                CKZ_DATA_SPECIFIED => {
+                    // SAFETY: the caller's contract covers the label it names.
+                    unsafe { bytes(p.pSourceData as *const u8, p.ulSourceDataLen) }?.to_vec()
+                }
                 0 if p.ulSourceDataLen == 0 => vec![],
                 _ => {
                     return fail_because(
@@ -192,7 +322,8 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
                 Mechanism::HashRsaPkcs(h)
             } else if t == CKM_RSA_PKCS_PSS || mechanism::hash_of_pss_mechanism(t).is_some() {
                 let prehash = mechanism::hash_of_pss_mechanism(t);
-                let params = match (param::<CK_RSA_PKCS_PSS_PARAMS>(m)?, prehash) {
+                // SAFETY: the caller's contract covers the parameter.
+                let params = match (unsafe { param::<CK_RSA_PKCS_PSS_PARAMS>(m) }?, prehash) {
                     (Some(p), _) => PssParams {
                         hash: param_hash(p.hashAlg)?,
                         mgf: param_mgf(p.mgf)?,
@@ -236,4 +367,28 @@ pub fn padded<const N: usize>(s: &[u8]) -> [u8; N] {
     let n = s.len().min(N);
     out[..n].copy_from_slice(&s[..n]);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_output_never_writes_past_the_callers_length() {
+        let mut buf = [0xa5u8; 16];
+        let mut len: CK_ULONG = 4;
+        let data = Output::Data(zeroize::Zeroizing::new(vec![1u8; 8]));
+        // SAFETY: `buf` holds 16 bytes, more than the 4 claimed.
+        let rv = unsafe { write_output(buf.as_mut_ptr(), &mut len, data) };
+        assert_eq!(rv, Err(Error(CKR_BUFFER_TOO_SMALL)));
+        assert_eq!(len, 8, "the needed length is told");
+        assert_eq!(buf, [0xa5; 16], "nothing is written");
+
+        let mut len: CK_ULONG = 8;
+        let data = Output::Data(zeroize::Zeroizing::new(vec![1u8; 8]));
+        // SAFETY: as above.
+        let rv = unsafe { write_output(buf.as_mut_ptr(), &mut len, data) };
+        assert_eq!(rv, Ok(()));
+        assert_eq!((len, &buf[..8], &buf[8..]), (8, &[1u8; 8][..], &[0xa5u8; 8][..]));
+    }
 }

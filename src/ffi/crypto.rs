@@ -1,14 +1,21 @@
 //! Encryption, decryption, digests, signatures and verification (PKCS#11 §5.8–5.13).
+//!
+//! Arguments are converted here and handed to the token as they came out, errors included:
+//! the token takes them inside the operation, so a bad pointer ends it like any other error.
 
-use super::convert::{bytes, capacity, mechanism, write_output};
+use super::convert::{bytes, capacity, mechanism, required_bytes, write_output};
 use super::lib;
-use crate::error::fail;
 use cryptoki_sys::*;
+
+// One SAFETY reason serves every call below: the pointers are the caller's, and PKCS#11 makes
+// each NULL or valid for the length paired with it (`data`/`len`, `outp`/`*out_len`,
+// `sig`/`sig_len`, `mech` with its parameter).
 
 ck_fn!(
     fn C_EncryptInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
-        l.0.encrypt_init(session, mechanism(mech)?, key)
+        // SAFETY: `mech` is the caller's mechanism (see above).
+        l.0.encrypt_init(session, unsafe { mechanism(mech) }?, key)
     }
 );
 
@@ -21,16 +28,19 @@ ck_fn!(
         out_len: *mut CK_ULONG,
     ) {
         let l = lib()?;
-        let cap = capacity(outp, out_len)?;
-        let o = l.0.crypt(session, true, bytes(data, len)?, cap)?;
-        write_output(outp, out_len, o)
+        // SAFETY: the caller's input and output length (see above).
+        let (data, cap) = unsafe { (bytes(data, len), capacity(outp, out_len)) };
+        let o = l.0.crypt(session, true, data, cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
     }
 );
 
 ck_fn!(
     fn C_DecryptInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
-        l.0.decrypt_init(session, mechanism(mech)?, key)
+        // SAFETY: `mech` is the caller's mechanism (see above).
+        l.0.decrypt_init(session, unsafe { mechanism(mech) }?, key)
     }
 );
 
@@ -43,16 +53,19 @@ ck_fn!(
         out_len: *mut CK_ULONG,
     ) {
         let l = lib()?;
-        let cap = capacity(outp, out_len)?;
-        let o = l.0.crypt(session, false, bytes(data, len)?, cap)?;
-        write_output(outp, out_len, o)
+        // SAFETY: the caller's input and output length (see above).
+        let (data, cap) = unsafe { (bytes(data, len), capacity(outp, out_len)) };
+        let o = l.0.crypt(session, false, data, cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
     }
 );
 
 ck_fn!(
     fn C_DigestInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM) {
         let l = lib()?;
-        l.0.digest_init(session, mechanism(mech)?)
+        // SAFETY: `mech` is the caller's mechanism (see above).
+        l.0.digest_init(session, unsafe { mechanism(mech) }?)
     }
 );
 
@@ -65,16 +78,19 @@ ck_fn!(
         out_len: *mut CK_ULONG,
     ) {
         let l = lib()?;
-        let cap = capacity(outp, out_len)?;
-        let o = l.0.digest(session, Some(bytes(data, len)?), cap)?;
-        write_output(outp, out_len, o)
+        // SAFETY: the caller's input and output length (see above).
+        let (data, cap) = unsafe { (bytes(data, len), capacity(outp, out_len)) };
+        let o = l.0.digest(session, Some(data), cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
     }
 );
 
 ck_fn!(
     fn C_DigestUpdate(session: CK_SESSION_HANDLE, data: *mut CK_BYTE, len: CK_ULONG) {
         let l = lib()?;
-        l.0.digest_update(session, bytes(data, len)?)
+        // SAFETY: the caller's input (see above).
+        l.0.digest_update(session, unsafe { bytes(data, len) })
     }
 );
 
@@ -87,16 +103,18 @@ ck_fn!(
 ck_fn!(
     fn C_DigestFinal(session: CK_SESSION_HANDLE, outp: *mut CK_BYTE, out_len: *mut CK_ULONG) {
         let l = lib()?;
-        let cap = capacity(outp, out_len)?;
-        let o = l.0.digest(session, None, cap)?;
-        write_output(outp, out_len, o)
+        // SAFETY: the caller's output length (see above).
+        let o = l.0.digest(session, None, unsafe { capacity(outp, out_len) })?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
     }
 );
 
 ck_fn!(
     fn C_SignInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
-        l.0.sign_init(session, mechanism(mech)?, key)
+        // SAFETY: `mech` is the caller's mechanism (see above).
+        l.0.sign_init(session, unsafe { mechanism(mech) }?, key)
     }
 );
 
@@ -109,32 +127,37 @@ ck_fn!(
         sig_len: *mut CK_ULONG,
     ) {
         let l = lib()?;
-        let cap = capacity(sig, sig_len)?;
-        let o = l.0.sign(session, Some(bytes(data, len)?), cap)?;
-        write_output(sig, sig_len, o)
+        // SAFETY: the caller's input and output length (see above).
+        let (data, cap) = unsafe { (bytes(data, len), capacity(sig, sig_len)) };
+        let o = l.0.sign(session, Some(data), cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(sig, sig_len, o) }
     }
 );
 
 ck_fn!(
     fn C_SignUpdate(session: CK_SESSION_HANDLE, data: *mut CK_BYTE, len: CK_ULONG) {
         let l = lib()?;
-        l.0.sign_update(session, bytes(data, len)?)
+        // SAFETY: the caller's input (see above).
+        l.0.sign_update(session, unsafe { bytes(data, len) })
     }
 );
 
 ck_fn!(
     fn C_SignFinal(session: CK_SESSION_HANDLE, sig: *mut CK_BYTE, sig_len: *mut CK_ULONG) {
         let l = lib()?;
-        let cap = capacity(sig, sig_len)?;
-        let o = l.0.sign(session, None, cap)?;
-        write_output(sig, sig_len, o)
+        // SAFETY: the caller's output length (see above).
+        let o = l.0.sign(session, None, unsafe { capacity(sig, sig_len) })?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(sig, sig_len, o) }
     }
 );
 
 ck_fn!(
     fn C_VerifyInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
-        l.0.verify_init(session, mechanism(mech)?, key)
+        // SAFETY: `mech` is the caller's mechanism (see above).
+        l.0.verify_init(session, unsafe { mechanism(mech) }?, key)
     }
 );
 
@@ -147,26 +170,24 @@ ck_fn!(
         sig_len: CK_ULONG,
     ) {
         let l = lib()?;
-        if sig.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
-        }
-        l.0.verify(session, Some(bytes(data, len)?), bytes(sig, sig_len)?)
+        // SAFETY: the caller's inputs (see above).
+        let (data, sig) = unsafe { (bytes(data, len), required_bytes(sig, sig_len)) };
+        l.0.verify(session, Some(data), sig)
     }
 );
 
 ck_fn!(
     fn C_VerifyUpdate(session: CK_SESSION_HANDLE, data: *mut CK_BYTE, len: CK_ULONG) {
         let l = lib()?;
-        l.0.verify_update(session, bytes(data, len)?)
+        // SAFETY: the caller's input (see above).
+        l.0.verify_update(session, unsafe { bytes(data, len) })
     }
 );
 
 ck_fn!(
     fn C_VerifyFinal(session: CK_SESSION_HANDLE, sig: *mut CK_BYTE, sig_len: CK_ULONG) {
         let l = lib()?;
-        if sig.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
-        }
-        l.0.verify(session, None, bytes(sig, sig_len)?)
+        // SAFETY: the caller's input (see above).
+        l.0.verify(session, None, unsafe { required_bytes(sig, sig_len) })
     }
 );

@@ -15,7 +15,10 @@ static INIT_LOCK: Mutex<()> = Mutex::new(());
 
 ck_fn!(
     fn C_Initialize(init_args: *mut c_void) {
-        if let Some(args) = (init_args as *const CK_C_INITIALIZE_ARGS).as_ref() {
+        if !init_args.is_null() {
+            // SAFETY: a non-NULL argument is a CK_C_INITIALIZE_ARGS (PKCS#11), copied out as
+            // the caller's struct may be unaligned.
+            let args = unsafe { std::ptr::read_unaligned(init_args as *const CK_C_INITIALIZE_ARGS) };
             if !args.pReserved.is_null() {
                 return fail_because(CKR_ARGUMENTS_BAD, "C_Initialize: pReserved must be NULL");
             }
@@ -45,18 +48,7 @@ ck_fn!(
             // threads that do not exist here, so it is abandoned rather than dropped.
             std::mem::forget(old);
         }
-        let config = crate::config::Config::load().map_err(|e| {
-            crate::logging::init(None);
-            log::error!("C_Initialize: {e}");
-            Error(CKR_GENERAL_ERROR)
-        })?;
-        crate::logging::init(Some(&config.log));
-        crate::engine::configure(config.engine.force_portable);
-        let store = crate::store::open(&config).map_err(|e| {
-            log::error!("C_Initialize: {e}");
-            Error(CKR_GENERAL_ERROR)
-        })?;
-        STATE.store(Some(Arc::new((Library::new(store), generation))));
+        STATE.store(Some(Arc::new((Library::open()?, generation))));
         log::debug!("C_Initialize: ready");
         Ok(())
     }
@@ -75,7 +67,7 @@ fn init_lock() -> Option<parking_lot::MutexGuard<'static, ()>> {
 ck_fn!(
     fn C_Finalize(reserved: *mut c_void) {
         if !reserved.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_Finalize: pReserved must be NULL");
         }
         let _g = init_lock();
         lib()?;
@@ -87,7 +79,8 @@ ck_fn!(
 ck_fn!(
     fn C_GetInfo(info: *mut CK_INFO) {
         lib()?;
-        let info = out(info)?;
+        // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
+        let info = unsafe { out(info) }?;
         info.cryptokiVersion = CK_VERSION { major: 2, minor: 40 };
         info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
         info.flags = 0;
@@ -102,7 +95,8 @@ ck_fn!(
 
 ck_fn!(
     fn C_GetFunctionList(list: *mut *mut CK_FUNCTION_LIST) {
-        let list = out(list)?;
+        // SAFETY: the caller's output pointer, NULL or valid per PKCS#11.
+        let list = unsafe { out(list) }?;
         *list = &raw mut super::function_list::FUNCTION_LIST_2_40;
         Ok(())
     }
@@ -111,7 +105,8 @@ ck_fn!(
 ck_fn!(
     fn C_SeedRandom(session: CK_SESSION_HANDLE, seed: *mut CK_BYTE, len: CK_ULONG) {
         lib()?.0.session(session)?;
-        bytes(seed, len)?;
+        // SAFETY: the caller's seed, NULL or valid for `len` bytes per PKCS#11.
+        unsafe { bytes(seed, len) }?;
         // The OS generator needs no seed; mixing caller data in could only weaken it.
         Ok(())
     }
@@ -121,9 +116,17 @@ ck_fn!(
     fn C_GenerateRandom(session: CK_SESSION_HANDLE, buf: *mut CK_BYTE, len: CK_ULONG) {
         lib()?.0.session(session)?;
         if buf.is_null() {
-            return if len == 0 { Ok(()) } else { fail(CKR_ARGUMENTS_BAD) };
+            return if len == 0 {
+                Ok(())
+            } else {
+                fail_because(CKR_ARGUMENTS_BAD, "C_GenerateRandom: NULL buffer")
+            };
         }
-        let buf = std::slice::from_raw_parts_mut(buf, len as usize);
+        if len as u64 > isize::MAX as u64 {
+            return fail_because(CKR_ARGUMENTS_BAD, format!("C_GenerateRandom: {len} bytes"));
+        }
+        // SAFETY: non-NULL, so valid for `len` bytes per PKCS#11 (length below isize::MAX).
+        let buf = unsafe { std::slice::from_raw_parts_mut(buf, len as usize) };
         getrandom::fill(buf).map_err(|_| Error(CKR_FUNCTION_FAILED))
     }
 );
@@ -145,9 +148,10 @@ ck_fn!(
 ck_fn!(
     fn C_WaitForSlotEvent(flags: CK_FLAGS, slot: *mut CK_SLOT_ID, reserved: *mut c_void) {
         lib()?;
-        out(slot)?;
+        // SAFETY: the caller's output, NULL or valid per PKCS#11.
+        unsafe { out(slot) }?;
         if !reserved.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_WaitForSlotEvent: pReserved must be NULL");
         }
         // Software slots have no insertion events.
         if flags & CKF_DONT_BLOCK != 0 {

@@ -2,7 +2,7 @@
 
 use super::convert::out;
 use super::function_list::{FUNCTION_LIST_2_40, FUNCTION_LIST_3_0, FUNCTION_LIST_3_2};
-use crate::error::{fail, Error};
+use crate::error::{fail, fail_because, Error};
 use cryptoki_sys::*;
 use std::ffi::c_void;
 
@@ -33,13 +33,32 @@ static mut INTERFACES: [CK_INTERFACE; COUNT] = [
     },
 ];
 
+/// Entry `i` of the interface table.
+fn entry(i: usize) -> &'static CK_INTERFACE {
+    assert!(i < COUNT);
+    // SAFETY: `i` is inside the static array; nothing in the module writes it (applications
+    // get pointers into it and may, which is why it is `static mut`, but never concurrently
+    // with their own reads of it through us, as with any PKCS#11 structure they own).
+    unsafe { &*(&raw const INTERFACES as *const CK_INTERFACE).add(i) }
+}
+
+/// The version of interface `i`, the first field of every function list.
 fn version_of(i: usize) -> CK_VERSION {
-    unsafe { *(INTERFACES[i].pFunctionList as *const CK_VERSION) }
+    // SAFETY: every function list starts with its CK_VERSION and lives as long as the module.
+    unsafe { *(entry(i).pFunctionList as *const CK_VERSION) }
+}
+
+/// The name of interface `i` (with its NUL).
+fn name_of(i: usize) -> &'static [u8] {
+    // SAFETY: the names are the NUL-terminated statics above.
+    unsafe { std::ffi::CStr::from_ptr(entry(i).pInterfaceName as *const std::ffi::c_char) }
+        .to_bytes_with_nul()
 }
 
 ck_fn!(
     fn C_GetInterfaceList(list: *mut CK_INTERFACE, count: *mut CK_ULONG) {
-        let count = out(count)?;
+        // SAFETY: the caller's count, NULL or valid per PKCS#11.
+        let count = unsafe { out(count) }?;
         if list.is_null() {
             *count = COUNT as CK_ULONG;
             return Ok(());
@@ -49,7 +68,9 @@ ck_fn!(
             return fail(CKR_BUFFER_TOO_SMALL);
         }
         let src = &raw const INTERFACES as *const CK_INTERFACE;
-        std::ptr::copy_nonoverlapping(src, list, COUNT);
+        // SAFETY: `list` holds `*count` >= COUNT interfaces (the caller's contract, checked
+        // length); the source is our static, so they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src, list, COUNT) };
         *count = COUNT as CK_ULONG;
         Ok(())
     }
@@ -62,30 +83,35 @@ ck_fn!(
         interface: *mut *mut CK_INTERFACE,
         flags: CK_FLAGS,
     ) {
-        let interface = out(interface)?;
+        // SAFETY: the caller's output pointer, NULL or valid per PKCS#11.
+        let interface = unsafe { out(interface) }?;
         // NULL names the default, "PKCS 11"; the vendor interface must be asked for by name.
         let wanted_name: &[u8] = if name.is_null() {
             NAME
         } else {
-            std::ffi::CStr::from_ptr(name as *const std::ffi::c_char).to_bytes_with_nul()
+            // SAFETY: a non-NULL name is a NUL-terminated string (PKCS#11).
+            unsafe { std::ffi::CStr::from_ptr(name as *const std::ffi::c_char) }.to_bytes_with_nul()
         };
-        let wanted = version.as_ref();
+        // SAFETY: the caller's version, NULL or a readable CK_VERSION (bytes, no alignment).
+        let wanted = (!version.is_null()).then(|| unsafe { std::ptr::read_unaligned(version) });
         let index = (0..COUNT)
             .find(|&i| {
-                let entry_name =
-                    std::ffi::CStr::from_ptr(INTERFACES[i].pInterfaceName as *const std::ffi::c_char);
-                entry_name.to_bytes_with_nul() == wanted_name
+                name_of(i) == wanted_name
                     && wanted.is_none_or(|v| {
                         let have = version_of(i);
                         have.major == v.major && have.minor == v.minor
                     })
             })
-            .ok_or(Error(CKR_ARGUMENTS_BAD))?;
-        let base = &raw mut INTERFACES as *mut CK_INTERFACE;
-        if flags & !(*base.add(index)).flags != 0 {
-            return fail(CKR_ARGUMENTS_BAD);
+            .ok_or_else(|| {
+                log::info!("CKR_ARGUMENTS_BAD: C_GetInterface: no such interface and version");
+                Error(CKR_ARGUMENTS_BAD)
+            })?;
+        if flags & !entry(index).flags != 0 {
+            return fail_because(CKR_ARGUMENTS_BAD, "C_GetInterface: flags the interface lacks");
         }
-        *interface = base.add(index);
+        let base = &raw mut INTERFACES as *mut CK_INTERFACE;
+        // SAFETY: `index` < COUNT, inside the static array.
+        *interface = unsafe { base.add(index) };
         Ok(())
     }
 );

@@ -1,5 +1,9 @@
 //! The C ABI: every exported `C_*` function is a thin shell made by `ck_fn!` around Rust code
 //! returning `Result<(), Error>`. This folder converts pointers and nothing else.
+//!
+//! Unsafe code is confined here (and to the engine's intrinsics); inside the shells every
+//! unsafe operation is its own block with a `// SAFETY:` line, never the whole body.
+#![deny(unsafe_op_in_unsafe_fn)]
 
 #[macro_use]
 mod macros;

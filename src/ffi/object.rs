@@ -1,12 +1,16 @@
 //! Object management (PKCS#11 §5.7) and key management (§5.14).
 
 use super::convert::{
-    attribute_list_mut, bytes, capacity, mechanism, out, template, template_pairs, write_output,
+    capacity, mechanism, out, required_bytes, template, template_pairs, write_output, AttributeAnswers,
 };
 use super::lib;
-use crate::error::{fail, Error};
+use crate::error::{fail, fail_because};
 use crate::token::objects::{attribute_value, AttributeValue};
 use cryptoki_sys::*;
+
+// One SAFETY reason serves every call below: the pointers are the caller's, and PKCS#11 makes
+// each NULL or valid for what it is paired with (a template and its count, a mechanism and its
+// parameter, a buffer and its length, a handle to write).
 
 ck_fn!(
     fn C_CreateObject(
@@ -16,8 +20,9 @@ ck_fn!(
         object: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
-        let object = out(object)?;
-        *object = l.0.create_object(session, template(tmpl, count)?)?;
+        // SAFETY: the caller's output handle and template (see above).
+        let (object, tmpl) = unsafe { (out(object)?, template(tmpl, count)?) };
+        *object = l.0.create_object(session, tmpl)?;
         Ok(())
     }
 );
@@ -31,8 +36,9 @@ ck_fn!(
         object: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
-        let object = out(object)?;
-        *object = l.0.copy_object(session, handle, template(tmpl, count)?)?;
+        // SAFETY: the caller's output handle and template (see above).
+        let (object, tmpl) = unsafe { (out(object)?, template(tmpl, count)?) };
+        *object = l.0.copy_object(session, handle, tmpl)?;
         Ok(())
     }
 );
@@ -46,7 +52,8 @@ ck_fn!(
 ck_fn!(
     fn C_GetObjectSize(session: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE, size: *mut CK_ULONG) {
         let l = lib()?;
-        let size = out(size)?;
+        // SAFETY: the caller's output (see above).
+        let size = unsafe { out(size) }?;
         *size = l.0.object_size(session, handle)? as CK_ULONG;
         Ok(())
     }
@@ -60,38 +67,45 @@ ck_fn!(
         count: CK_ULONG,
     ) {
         let l = lib()?;
-        let attrs = attribute_list_mut(tmpl, count)?;
+        // SAFETY: the caller's template (see above).
+        let mut attrs = unsafe { AttributeAnswers::read(tmpl, count) }?;
         let obj = l.0.object(session, handle)?;
         // Every attribute gets its answer; the call reports the last problem met (§5.7).
         let mut rv = CKR_OK;
-        for a in attrs.iter_mut() {
-            match attribute_value(&obj, a.type_) {
+        for i in 0..attrs.entries.len() {
+            let a = attrs.entries[i];
+            let (len, value) = match attribute_value(&obj, a.type_) {
                 AttributeValue::Sensitive => {
-                    a.ulValueLen = CK_UNAVAILABLE_INFORMATION;
                     rv = CKR_ATTRIBUTE_SENSITIVE;
+                    (CK_UNAVAILABLE_INFORMATION, None)
                 }
                 AttributeValue::Invalid => {
-                    a.ulValueLen = CK_UNAVAILABLE_INFORMATION;
                     rv = CKR_ATTRIBUTE_TYPE_INVALID;
+                    (CK_UNAVAILABLE_INFORMATION, None)
                 }
                 AttributeValue::Value(v) if super::array::is_array(a.type_) => {
-                    let r = super::array::write(a, v);
+                    let mut e = a;
+                    // SAFETY: the caller's entry and the nested entries and buffers it points
+                    // to, valid for their lengths (the caller's contract).
+                    let r = unsafe { super::array::write(&mut e, v) };
                     if r != CKR_OK {
                         rv = r;
                     }
+                    (e.ulValueLen, None)
                 }
                 AttributeValue::Value(v) => {
                     if a.pValue.is_null() {
-                        a.ulValueLen = v.len() as CK_ULONG;
-                    } else if (a.ulValueLen as usize) < v.len() {
-                        a.ulValueLen = CK_UNAVAILABLE_INFORMATION;
+                        (v.len() as CK_ULONG, None)
+                    } else if a.ulValueLen < v.len() as CK_ULONG {
                         rv = CKR_BUFFER_TOO_SMALL;
+                        (CK_UNAVAILABLE_INFORMATION, None)
                     } else {
-                        std::ptr::copy_nonoverlapping(v.as_ptr(), a.pValue as *mut u8, v.len());
-                        a.ulValueLen = v.len() as CK_ULONG;
+                        (v.len() as CK_ULONG, Some(v))
                     }
                 }
-            }
+            };
+            // SAFETY: the caller's entry `i` and its buffer, which holds `value` (checked).
+            unsafe { attrs.answer(i, len, value) };
         }
         if rv == CKR_OK {
             Ok(())
@@ -109,14 +123,16 @@ ck_fn!(
         count: CK_ULONG,
     ) {
         let l = lib()?;
-        l.0.set_attributes(session, handle, template(tmpl, count)?)
+        // SAFETY: the caller's template (see above).
+        l.0.set_attributes(session, handle, unsafe { template(tmpl, count) }?)
     }
 );
 
 ck_fn!(
     fn C_FindObjectsInit(session: CK_SESSION_HANDLE, tmpl: *mut CK_ATTRIBUTE, count: CK_ULONG) {
         let l = lib()?;
-        l.0.find_init(session, template_pairs(tmpl, count)?)
+        // SAFETY: the caller's template (see above).
+        l.0.find_init(session, unsafe { template_pairs(tmpl, count) }?)
     }
 );
 
@@ -128,13 +144,20 @@ ck_fn!(
         count: *mut CK_ULONG,
     ) {
         let l = lib()?;
-        let count = out(count)?;
+        // SAFETY: the caller's output count (see above).
+        let count = unsafe { out(count) }?;
         if handles.is_null() && max > 0 {
-            return fail(CKR_ARGUMENTS_BAD);
+            return fail_because(CKR_ARGUMENTS_BAD, "C_FindObjects: NULL handle array");
         }
         let found = l.0.find_next(session, max as usize)?;
-        if !found.is_empty() {
-            std::ptr::copy_nonoverlapping(found.as_ptr(), handles, found.len());
+        assert!(
+            found.len() as u64 <= max as u64,
+            "find_next answered more than asked"
+        );
+        for (i, h) in found.iter().enumerate() {
+            // SAFETY: `handles` holds `max` handles (see above) and `i` < `max` (asserted);
+            // written unaligned as the caller's array may be.
+            unsafe { handles.add(i).write_unaligned(*h) };
         }
         *count = found.len() as CK_ULONG;
         Ok(())
@@ -156,9 +179,9 @@ ck_fn!(
         key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
-        let key = out(key)?;
-        let m = mechanism(mech)?;
-        *key = l.0.generate_key(session, &m, template(tmpl, count)?)?;
+        // SAFETY: the caller's output handle, mechanism and template (see above).
+        let (key, m, tmpl) = unsafe { (out(key)?, mechanism(mech)?, template(tmpl, count)?) };
+        *key = l.0.generate_key(session, &m, tmpl)?;
         Ok(())
     }
 );
@@ -175,15 +198,17 @@ ck_fn!(
         priv_key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
-        let pub_key = out(pub_key)?;
-        let priv_key = out(priv_key)?;
-        let m = mechanism(mech)?;
-        let (p, s) = l.0.generate_key_pair(
-            session,
-            &m,
-            template(pub_tmpl, pub_count)?,
-            template(priv_tmpl, priv_count)?,
-        )?;
+        // SAFETY: the caller's output handles, mechanism and templates (see above).
+        let (pub_key, priv_key, m, pub_tmpl, priv_tmpl) = unsafe {
+            (
+                out(pub_key)?,
+                out(priv_key)?,
+                mechanism(mech)?,
+                template(pub_tmpl, pub_count)?,
+                template(priv_tmpl, priv_count)?,
+            )
+        };
+        let (p, s) = l.0.generate_key_pair(session, &m, pub_tmpl, priv_tmpl)?;
         *pub_key = p;
         *priv_key = s;
         Ok(())
@@ -200,10 +225,11 @@ ck_fn!(
         wrapped_len: *mut CK_ULONG,
     ) {
         let l = lib()?;
-        let cap = capacity(wrapped, wrapped_len)?;
-        let m = mechanism(mech)?;
+        // SAFETY: the caller's output length and mechanism (see above).
+        let (cap, m) = unsafe { (capacity(wrapped, wrapped_len)?, mechanism(mech)?) };
         let o = l.0.wrap_key(session, m, wrapping, key, cap)?;
-        write_output(wrapped, wrapped_len, o)
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(wrapped, wrapped_len, o) }
     }
 );
 
@@ -219,18 +245,16 @@ ck_fn!(
         key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
-        let key = out(key)?;
-        if wrapped.is_null() {
-            return Err(Error(CKR_ARGUMENTS_BAD));
-        }
-        let m = mechanism(mech)?;
-        *key = l.0.unwrap_key(
-            session,
-            m,
-            unwrapping,
-            bytes(wrapped, wrapped_len)?,
-            template(tmpl, count)?,
-        )?;
+        // SAFETY: the caller's output handle, input, mechanism and template (see above).
+        let (key, wrapped, m, tmpl) = unsafe {
+            (
+                out(key)?,
+                required_bytes(wrapped, wrapped_len)?,
+                mechanism(mech)?,
+                template(tmpl, count)?,
+            )
+        };
+        *key = l.0.unwrap_key(session, m, unwrapping, wrapped, tmpl)?;
         Ok(())
     }
 );

@@ -1,8 +1,8 @@
 //! Session management (PKCS#11 §5.6): open, close, info, login, logout, cancel.
 
-use super::convert::{bytes, out};
+use super::convert::{out, required_bytes};
 use super::lib;
-use crate::error::fail;
+use crate::error::{fail, fail_because};
 use cryptoki_sys::*;
 use std::ffi::c_void;
 
@@ -15,7 +15,8 @@ ck_fn!(
         session: *mut CK_SESSION_HANDLE,
     ) {
         let l = lib()?;
-        let session = out(session)?;
+        // SAFETY: the caller's output handle, NULL or valid per PKCS#11.
+        let session = unsafe { out(session) }?;
         *session = l.0.open_session(slot, flags)?;
         Ok(())
     }
@@ -36,7 +37,8 @@ ck_fn!(
 ck_fn!(
     fn C_GetSessionInfo(session: CK_SESSION_HANDLE, info: *mut CK_SESSION_INFO) {
         let l = lib()?;
-        let info = out(info)?;
+        // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
+        let info = unsafe { out(info) }?;
         let s = l.0.session(session)?;
         let s = s.lock();
         info.slotID = s.token.slot_id;
@@ -50,7 +52,8 @@ ck_fn!(
 ck_fn!(
     fn C_GetOperationState(session: CK_SESSION_HANDLE, _state: *mut CK_BYTE, len: *mut CK_ULONG) {
         lib()?.0.session(session)?;
-        out(len)?;
+        // SAFETY: the caller's output length, NULL or valid per PKCS#11.
+        unsafe { out(len) }?;
         // Saved state would carry key material out of the token; refuse as the spec allows.
         fail(CKR_STATE_UNSAVEABLE)
     }
@@ -59,12 +62,16 @@ ck_fn!(
 ck_fn!(
     fn C_SetOperationState(
         session: CK_SESSION_HANDLE,
-        _state: *mut CK_BYTE,
+        state: *mut CK_BYTE,
         _len: CK_ULONG,
         _enc_key: CK_OBJECT_HANDLE,
         _auth_key: CK_OBJECT_HANDLE,
     ) {
         lib()?.0.session(session)?;
+        if state.is_null() {
+            return fail_because(CKR_ARGUMENTS_BAD, "C_SetOperationState: the state is NULL");
+        }
+        // No state is ever saved (see C_GetOperationState), so none can be valid.
         fail(CKR_SAVED_STATE_INVALID)
     }
 );
@@ -72,11 +79,9 @@ ck_fn!(
 ck_fn!(
     fn C_Login(session: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: *mut CK_UTF8CHAR, len: CK_ULONG) {
         let l = lib()?;
-        if pin.is_null() {
-            // Protected authentication paths do not exist on a software token.
-            return fail(CKR_ARGUMENTS_BAD);
-        }
-        l.0.login(session, user, bytes(pin, len)?)
+        // Protected authentication paths (a NULL PIN) do not exist on a software token.
+        // SAFETY: the caller's PIN, NULL or valid for `len` bytes per PKCS#11.
+        l.0.login(session, user, unsafe { required_bytes(pin, len) }?)
     }
 );
 
@@ -90,11 +95,9 @@ ck_fn!(
         _username_len: CK_ULONG,
     ) {
         let l = lib()?;
-        if pin.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
-        }
         // One user per token: the user name carries no meaning here.
-        l.0.login(session, user, bytes(pin, len)?)
+        // SAFETY: the caller's PIN, NULL or valid for `len` bytes per PKCS#11.
+        l.0.login(session, user, unsafe { required_bytes(pin, len) }?)
     }
 );
 

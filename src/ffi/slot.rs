@@ -1,8 +1,8 @@
 //! Slot and token management (PKCS#11 §5.5).
 
-use super::convert::{bytes, out, padded};
+use super::convert::{out, padded, required_bytes};
 use super::lib;
-use crate::error::{fail, Error};
+use crate::error::{fail, fail_because, Error};
 use crate::mechanism;
 use crate::store::{MAX_PIN_LEN, MIN_PIN_LEN};
 use crate::token;
@@ -11,15 +11,18 @@ use cryptoki_sys::*;
 ck_fn!(
     fn C_GetSlotList(token_present: CK_BBOOL, list: *mut CK_SLOT_ID, count: *mut CK_ULONG) {
         let l = lib()?;
-        let count = out(count)?;
-        write_list(&l.0.slot_list(token_present != 0)?, list, count)
+        // SAFETY: the caller's count, NULL or valid per PKCS#11.
+        let count = unsafe { out(count) }?;
+        // SAFETY: the caller's list, NULL or valid for `*count` slot ids per PKCS#11.
+        unsafe { write_list(&l.0.slot_list(token_present != 0)?, list, count) }
     }
 );
 
 ck_fn!(
     fn C_GetSlotInfo(slot: CK_SLOT_ID, info: *mut CK_SLOT_INFO) {
         let l = lib()?;
-        let info = out(info)?;
+        // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
+        let info = unsafe { out(info) }?;
         l.0.token(slot)?;
         info.slotDescription = padded(format!("ferrohsm slot {slot}").as_bytes());
         info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
@@ -39,37 +42,11 @@ ck_fn!(
 ck_fn!(
     fn C_GetTokenInfo(slot: CK_SLOT_ID, info: *mut CK_TOKEN_INFO) {
         let l = lib()?;
-        let info = out(info)?;
+        // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
+        let info = unsafe { out(info) }?;
         let t = l.0.token_info(slot)?;
-        let mut flags = CKF_RNG | CKF_LOGIN_REQUIRED | CKF_CLOCK_ON_TOKEN;
         match &t.record {
             Some(r) => {
-                flags |= CKF_TOKEN_INITIALIZED;
-                if r.user_pin_initialized {
-                    flags |= CKF_USER_PIN_INITIALIZED;
-                }
-                for (pin, low, last, locked) in [
-                    (
-                        r.user_pin,
-                        CKF_USER_PIN_COUNT_LOW,
-                        CKF_USER_PIN_FINAL_TRY,
-                        CKF_USER_PIN_LOCKED,
-                    ),
-                    (
-                        r.so_pin,
-                        CKF_SO_PIN_COUNT_LOW,
-                        CKF_SO_PIN_FINAL_TRY,
-                        CKF_SO_PIN_LOCKED,
-                    ),
-                ] {
-                    if pin.locked {
-                        flags |= locked;
-                    } else if pin.failures + 1 == r.max_failures {
-                        flags |= last | low;
-                    } else if pin.failures > 0 {
-                        flags |= low;
-                    }
-                }
                 info.label = padded(&r.label);
                 info.serialNumber = padded(&r.serial);
             }
@@ -80,7 +57,7 @@ ck_fn!(
         }
         info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
         info.model = padded(token::MODEL.as_bytes());
-        info.flags = flags;
+        info.flags = t.flags();
         info.ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
         info.ulSessionCount = t.sessions as CK_ULONG;
         info.ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
@@ -106,6 +83,9 @@ ck_fn!(
 
 /// A list per the two-call convention: the count alone for a NULL list, else the items when
 /// they fit, else `CKR_BUFFER_TOO_SMALL` with the needed count.
+///
+/// # Safety
+/// `list` is NULL or valid for writing `*count` items.
 unsafe fn write_list(
     items: &[CK_ULONG],
     list: *mut CK_ULONG,
@@ -116,7 +96,11 @@ unsafe fn write_list(
             *count = items.len() as CK_ULONG;
             return fail(CKR_BUFFER_TOO_SMALL);
         }
-        std::ptr::copy_nonoverlapping(items.as_ptr(), list, items.len());
+        for (i, item) in items.iter().enumerate() {
+            // SAFETY: `list` holds `*count` >= `items.len()` items (the caller's contract,
+            // checked length); written unaligned as the caller's array may be.
+            unsafe { list.add(i).write_unaligned(*item) };
+        }
     }
     *count = items.len() as CK_ULONG;
     Ok(())
@@ -150,17 +134,20 @@ fn utc_time() -> [u8; 16] {
 ck_fn!(
     fn C_GetMechanismList(slot: CK_SLOT_ID, list: *mut CK_MECHANISM_TYPE, count: *mut CK_ULONG) {
         let l = lib()?;
-        let count = out(count)?;
+        // SAFETY: the caller's count, NULL or valid per PKCS#11.
+        let count = unsafe { out(count) }?;
         l.0.token(slot)?;
         let mechs: Vec<_> = mechanism::mechanism_list().into_iter().map(|(m, _)| m).collect();
-        write_list(&mechs, list, count)
+        // SAFETY: the caller's list, NULL or valid for `*count` mechanism types per PKCS#11.
+        unsafe { write_list(&mechs, list, count) }
     }
 );
 
 ck_fn!(
     fn C_GetMechanismInfo(slot: CK_SLOT_ID, mech: CK_MECHANISM_TYPE, info: *mut CK_MECHANISM_INFO) {
         let l = lib()?;
-        let info = out(info)?;
+        // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
+        let info = unsafe { out(info) }?;
         l.0.token(slot)?;
         *info = mechanism::mechanism_info(mech).ok_or(Error(CKR_MECHANISM_INVALID))?;
         Ok(())
@@ -170,11 +157,13 @@ ck_fn!(
 ck_fn!(
     fn C_InitToken(slot: CK_SLOT_ID, pin: *mut CK_UTF8CHAR, pin_len: CK_ULONG, label: *mut CK_UTF8CHAR) {
         let l = lib()?;
-        if pin.is_null() || label.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
+        if label.is_null() {
+            return fail_because(CKR_ARGUMENTS_BAD, "C_InitToken: the label is NULL");
         }
-        let pin = bytes(pin, pin_len)?;
-        let label: [u8; 32] = *(label as *const [u8; 32]);
+        // SAFETY: the caller's PIN, NULL or valid for `pin_len` bytes per PKCS#11.
+        let pin = unsafe { required_bytes(pin, pin_len) }?;
+        // SAFETY: a non-NULL label is 32 bytes per PKCS#11; bytes need no alignment.
+        let label: [u8; 32] = unsafe { std::ptr::read_unaligned(label as *const [u8; 32]) };
         l.0.init_token(slot, pin, &label)
     }
 );
@@ -182,10 +171,8 @@ ck_fn!(
 ck_fn!(
     fn C_InitPIN(session: CK_SESSION_HANDLE, pin: *mut CK_UTF8CHAR, len: CK_ULONG) {
         let l = lib()?;
-        if pin.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
-        }
-        l.0.init_pin(session, bytes(pin, len)?)
+        // SAFETY: the caller's PIN, NULL or valid for `len` bytes per PKCS#11.
+        l.0.init_pin(session, unsafe { required_bytes(pin, len) }?)
     }
 );
 
@@ -198,9 +185,8 @@ ck_fn!(
         new_len: CK_ULONG,
     ) {
         let l = lib()?;
-        if old.is_null() || new.is_null() {
-            return fail(CKR_ARGUMENTS_BAD);
-        }
-        l.0.set_pin(session, bytes(old, old_len)?, bytes(new, new_len)?)
+        // SAFETY: the caller's PINs, NULL or valid for their lengths per PKCS#11.
+        let (old, new) = unsafe { (required_bytes(old, old_len)?, required_bytes(new, new_len)?) };
+        l.0.set_pin(session, old, new)
     }
 );

@@ -47,7 +47,8 @@ pub static mut VENDOR_FUNCTION_LIST: VendorFunctionList = VendorFunctionList {
 ck_fn!(
     fn FERROHSM_SelfTest(slot: CK_ULONG, passed: *mut CK_ULONG) {
         let l = lib()?;
-        let passed = out(passed)?;
+        // SAFETY: `passed` is NULL or the caller's writable CK_ULONG.
+        let passed = unsafe { out(passed) }?;
         l.0.token(slot)?;
         *passed = engine::self_test() as CK_ULONG;
         Ok(())
@@ -57,7 +58,8 @@ ck_fn!(
 ck_fn!(
     fn FERROHSM_Speed(bits: CK_ULONG, threads: CK_ULONG, milliseconds: CK_ULONG, sign_per_s: *mut f64) {
         lib()?;
-        let rate = out(sign_per_s)?;
+        // SAFETY: `sign_per_s` is NULL or the caller's writable double.
+        let rate = unsafe { out(sign_per_s) }?;
         if threads == 0 || threads > 1024 || milliseconds == 0 || milliseconds > 600_000 {
             return fail(CKR_ARGUMENTS_BAD);
         }
@@ -72,7 +74,8 @@ ck_fn!(
 
 ck_fn!(
     fn FERROHSM_GetEngineStats(stats: *mut EngineStats) {
-        let stats = out(stats)?;
+        // SAFETY: `stats` is NULL or the caller's writable FERROHSM_ENGINE_STATS.
+        let stats = unsafe { out(stats) }?;
         let s = engine::stats();
         stats.kernel = s.ifma as CK_ULONG;
         stats.self_test_passed = s.self_test_passed as CK_ULONG;
@@ -102,10 +105,13 @@ ck_fn!(
                 "FERROHSM_InitTokenWithPIN: the SO PIN, the label and the user PIN must not be NULL",
             );
         }
-        let so_pin = bytes(so_pin, so_pin_len)?;
-        let user_pin = bytes(user_pin, user_pin_len)?;
-        // SAFETY: the header documents label as 32 bytes, as C_InitToken's; checked non-NULL above.
-        let label: [u8; 32] = *(label as *const [u8; 32]);
+        // SAFETY: each PIN is readable for its length (the caller's contract).
+        let so_pin = unsafe { bytes(so_pin, so_pin_len) }?;
+        // SAFETY: as above.
+        let user_pin = unsafe { bytes(user_pin, user_pin_len) }?;
+        // SAFETY: the header documents label as 32 bytes, as C_InitToken's; checked non-NULL
+        // above; read unaligned, as any byte pointer may be.
+        let label: [u8; 32] = unsafe { std::ptr::read_unaligned(label as *const [u8; 32]) };
         l.0.init_token_with_user_pin(slot, so_pin, &label, Some(user_pin))
     }
 );

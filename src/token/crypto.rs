@@ -73,7 +73,14 @@ fn supports(mech: &Mechanism, flag: CK_FLAGS) -> Result<()> {
     }
 }
 
-/// Runs `f` on the session's operation in `slot`; any error except a too-small buffer ends it.
+/// An argument of an operation call as the C boundary converted it: a bad pointer or length
+/// arrives as its error, to be taken inside the operation so that it ends it like any other
+/// error of the call (the ffi never decides an operation's fate itself).
+pub type Arg<T> = Result<T>;
+
+/// Runs `f` on the session's operation in `slot`; any error ends it, as PKCS#11 says of every
+/// Update, Final and one-shot call. The exceptions, a too-small buffer and a length query, are
+/// not errors here: they are `Ok((Output::Length, false))`. This is the one place of the rule.
 fn run_op<T, R>(slot: &mut Option<T>, f: impl FnOnce(&mut T) -> Result<(R, bool)>) -> Result<R> {
     let op = slot.as_mut().ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))?;
     match f(op) {
@@ -88,6 +95,26 @@ fn run_op<T, R>(slot: &mut Option<T>, f: impl FnOnce(&mut T) -> Result<(R, bool)
             Err(e)
         }
     }
+}
+
+/// `run_op` for calls that answer with output under the two-call convention: `f` gets the
+/// caller's capacity (`None` for a length query), and output that does not fit becomes its
+/// length with the operation kept, whatever `f` did, so no operation can overrun a buffer or
+/// lose its result to a short one.
+fn run_output_op<T>(
+    slot: &mut Option<T>,
+    capacity: Arg<Option<usize>>,
+    f: impl FnOnce(&mut T, Option<usize>) -> Result<(Output, bool)>,
+) -> Result<Output> {
+    run_op(slot, |op| {
+        let capacity = capacity?;
+        match f(op, capacity)? {
+            (Output::Data(d), _) if capacity.is_none_or(|c| d.len() > c) => {
+                Ok((Output::Length(d.len()), false))
+            }
+            answer => Ok(answer),
+        }
+    })
 }
 
 impl Library {
@@ -112,9 +139,15 @@ impl Library {
     }
 
     /// `C_Sign` (`data` given) or `C_SignFinal` (`None`), with the two-call convention.
-    pub fn sign(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, capacity: Option<usize>) -> Result<Output> {
+    pub fn sign(
+        &self,
+        h: CK_SESSION_HANDLE,
+        data: Option<Arg<&[u8]>>,
+        capacity: Arg<Option<usize>>,
+    ) -> Result<Output> {
         self.with_session(h, |s| {
-            run_op(&mut s.sign, |op| {
+            run_output_op(&mut s.sign, capacity, |op, capacity| {
+                let data = data.transpose()?;
                 let len = op.signature_len();
                 if capacity.is_none_or(|c| c < len) {
                     if data.is_some() && op.input.stage == Operation::MultiPart {
@@ -127,9 +160,9 @@ impl Library {
         })
     }
 
-    pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
+    pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         self.with_session(h, |s| {
-            run_op(&mut s.sign, |op| op.update(data).map(|_| ((), false)))
+            run_op(&mut s.sign, |op| op.update(data?).map(|_| ((), false)))
         })
     }
 
@@ -146,15 +179,22 @@ impl Library {
         })
     }
 
-    pub fn verify(&self, h: CK_SESSION_HANDLE, data: Option<&[u8]>, signature: &[u8]) -> Result<()> {
+    pub fn verify(
+        &self,
+        h: CK_SESSION_HANDLE,
+        data: Option<Arg<&[u8]>>,
+        signature: Arg<&[u8]>,
+    ) -> Result<()> {
         self.with_session(h, |s| {
-            run_op(&mut s.verify, |op| op.verify(data, signature).map(|_| ((), true)))
+            run_op(&mut s.verify, |op| {
+                op.verify(data.transpose()?, signature?).map(|_| ((), true))
+            })
         })
     }
 
-    pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
+    pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         self.with_session(h, |s| {
-            run_op(&mut s.verify, |op| op.update(data).map(|_| ((), false)))
+            run_op(&mut s.verify, |op| op.update(data?).map(|_| ((), false)))
         })
     }
 
@@ -220,23 +260,20 @@ impl Library {
         &self,
         h: CK_SESSION_HANDLE,
         encrypt: bool,
-        data: &[u8],
-        capacity: Option<usize>,
+        data: Arg<&[u8]>,
+        capacity: Arg<Option<usize>>,
     ) -> Result<Output> {
         self.with_session(h, |s| {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
-            run_op(slot, |op| {
+            run_output_op(slot, capacity, |op, capacity| {
+                let data = data?;
                 let Some(cap) = capacity else {
                     return Ok((Output::Length(op.output_len()), false));
                 };
                 if encrypt && cap < op.output_len() {
                     return Ok((Output::Length(op.output_len()), false));
                 }
-                let out = op.run(data)?;
-                if out.len() > cap {
-                    return Ok((Output::Length(out.len()), false));
-                }
-                Ok((Output::Data(out), true))
+                Ok((Output::Data(op.run(data)?), true))
             })
         })
     }
@@ -262,11 +299,12 @@ impl Library {
     pub fn digest(
         &self,
         h: CK_SESSION_HANDLE,
-        data: Option<&[u8]>,
-        capacity: Option<usize>,
+        data: Option<Arg<&[u8]>>,
+        capacity: Arg<Option<usize>>,
     ) -> Result<Output> {
         self.with_session(h, |s| {
-            run_op(&mut s.digest, |op| {
+            run_output_op(&mut s.digest, capacity, |op, capacity| {
+                let data = data.transpose()?;
                 if data.is_some() && op.stage == Operation::MultiPart {
                     return fail(CKR_OPERATION_ACTIVE);
                 }
@@ -283,10 +321,10 @@ impl Library {
         })
     }
 
-    pub fn digest_update(&self, h: CK_SESSION_HANDLE, data: &[u8]) -> Result<()> {
+    pub fn digest_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         self.with_session(h, |s| {
             run_op(&mut s.digest, |op| {
-                op.hasher.update(data);
+                op.hasher.update(data?);
                 op.stage = Operation::MultiPart;
                 Ok(((), false))
             })
@@ -296,8 +334,9 @@ impl Library {
     /// `C_DigestKey`: adds a secret key's value to the running digest.
     pub fn digest_key(&self, h: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) -> Result<()> {
         self.with_session(h, |s| {
-            let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID));
             run_op(&mut s.digest, |op| {
+                let obj = obj?;
                 if obj.attrs.class() != Some(CKO_SECRET_KEY) {
                     return fail(CKR_KEY_INDIGESTIBLE);
                 }

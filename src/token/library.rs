@@ -5,20 +5,17 @@
 use super::session::{Session, SessionRef};
 use super::slot::{LoginState, Token};
 use crate::error::{fail, fail_because, Error, Result};
-use crate::store::{PinOwner, Store, TokenRecord, MAX_OBJECT_ID, MAX_PIN_LEN, MIN_PIN_LEN};
+use crate::store::{PinOwner, Store, TokenRecord, MAX_PIN_LEN, MIN_PIN_LEN};
 use cryptoki_sys::*;
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub struct Library {
     store: Arc<dyn Store>,
     tokens: RwLock<BTreeMap<CK_SLOT_ID, Arc<Token>>>,
     pub(super) sessions: DashMap<CK_SESSION_HANDLE, SessionEntry>,
-    next_session: AtomicU64,
-    next_object: AtomicU64,
 }
 
 /// An open session with the facts about it that never change, so that counting and filtering
@@ -51,13 +48,11 @@ impl Library {
             store,
             tokens: RwLock::new(BTreeMap::new()),
             sessions: DashMap::new(),
-            next_session: AtomicU64::new(1),
-            next_object: AtomicU64::new(MAX_OBJECT_ID),
         }
     }
 
     pub(super) fn new_session_object_handle(&self) -> CK_OBJECT_HANDLE {
-        self.next_object.fetch_add(1, Ordering::Relaxed) as CK_OBJECT_HANDLE
+        super::handles::new_session_object_handle()
     }
 
     /// Every slot: one per initialised token in the store, plus the free slot. Reading the
@@ -179,7 +174,7 @@ impl Library {
         if !rw && token.login_state() == LoginState::So {
             return fail(CKR_SESSION_READ_WRITE_SO_EXISTS);
         }
-        let handle = self.next_session.fetch_add(1, Ordering::Relaxed) as CK_SESSION_HANDLE;
+        let handle = super::handles::new_session_handle();
         let session = Arc::new(Mutex::new(Session::new(handle, rw, token)));
         self.sessions.insert(
             handle,

@@ -3,6 +3,9 @@
 
 pub mod attributes;
 mod crypto;
+mod handles;
+mod info;
+mod init;
 mod library;
 pub mod object;
 pub mod objects;
@@ -11,6 +14,7 @@ pub mod policy;
 mod session;
 mod slot;
 
+pub use crypto::Arg;
 pub use library::{Library, Output, TokenInfo};
 pub use operation::Operation;
 pub use session::{Session, SessionRef};

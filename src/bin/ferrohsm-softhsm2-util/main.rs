@@ -1,6 +1,9 @@
 //! ferrohsm-softhsm2-util: accepts softhsm2-util's options and prints the lines scripts parse,
 //! acting on ferrohsm tokens, so existing setup scripts keep working after the switch.
+#![deny(unsafe_code)]
 
+// module.rs calls the vendor function FERROHSM_InitTokenWithPIN through its C pointer.
+#[allow(unsafe_code)]
 #[path = "../ferrohsm-util/module.rs"]
 mod module;
 #[path = "../ferrohsm-util/pin.rs"]

@@ -1113,18 +1113,18 @@ fn child(seed: u64, until: Instant, trace: bool) -> Result<u64, Finding> {
     Ok(w.calls)
 }
 
-/// The child's side: runs when the parent starts this binary with the seed in the environment.
-#[test]
-#[ignore = "run by cabi_fuzz as a child process"]
-fn cabi_fuzz_child() {
-    let Ok(seed) = std::env::var("FERROHSM_FUZZ_CHILD_SEED") else {
-        return;
-    };
+/// The child's side, run by `cabi_fuzz` when the parent starts this binary with the seed in
+/// the environment (one test, so no entry point sits in the suite as skipped or as a pass that
+/// checks nothing).
+fn child_main(seed: &str) -> ! {
     let seed: u64 = seed.parse().unwrap();
     let ms: u64 = std::env::var("FERROHSM_FUZZ_CHILD_MS").unwrap().parse().unwrap();
     let trace = std::env::var("FERROHSM_FUZZ_TRACE").is_ok_and(|v| v == "1");
     match child(seed, Instant::now() + Duration::from_millis(ms), trace) {
-        Ok(calls) => println!("FUZZ-CALLS {calls}"),
+        Ok(calls) => {
+            println!("FUZZ-CALLS {calls}");
+            std::process::exit(0);
+        }
         Err(e) => {
             println!("FUZZ-FINDING {e}");
             std::process::exit(2);
@@ -1134,6 +1134,9 @@ fn cabi_fuzz_child() {
 
 #[test]
 fn cabi_fuzz() {
+    if let Ok(seed) = std::env::var("FERROHSM_FUZZ_CHILD_SEED") {
+        child_main(&seed);
+    }
     let seconds: u64 = std::env::var("FERROHSM_FUZZ_SECONDS").map_or(5, |s| s.parse().unwrap());
     let base: u64 = std::env::var("FERROHSM_FUZZ_SEED").map_or_else(
         |_| {
@@ -1155,7 +1158,7 @@ fn cabi_fuzz() {
         let seed = base.wrapping_add(children);
         let ms = (budget.saturating_sub(start.elapsed()).as_millis() as u64).clamp(1000, 15_000);
         let mut c = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "cabi_fuzz_child", "--ignored", "--nocapture"])
+            .args(["--exact", "cabi_fuzz", "--nocapture"])
             .env("FERROHSM_FUZZ_CHILD_SEED", seed.to_string())
             .env("FERROHSM_FUZZ_CHILD_MS", ms.to_string())
             // Files, not pipes: a child writing more than a pipe holds (the module's log, a

@@ -183,13 +183,10 @@ fn a_success_forgives_only_the_failures_before_it() {
     );
 }
 
-/// The child of `processes_guessing_at_once_share_one_limit`: waits for the start time, then
-/// guesses wrong PINs on four threads and prints its tally.
-#[test]
-fn lockout_child() {
-    let Ok(start_ms) = std::env::var(CHILD_ENV) else {
-        return; // only meaningful as a child process
-    };
+/// The child side of `processes_guessing_at_once_share_one_limit` (the same test, started
+/// again with the start time in the environment): waits for the start time, then guesses
+/// wrong PINs on four threads and prints its tally.
+fn child_main(start_ms: &str) {
     let start_ms: u128 = start_ms.parse().unwrap();
     let p = Arc::new(load());
     let slot = p
@@ -225,6 +222,9 @@ fn lockout_child() {
 
 #[test]
 fn processes_guessing_at_once_share_one_limit() {
+    if let Ok(start_ms) = std::env::var(CHILD_ENV) {
+        return child_main(&start_ms);
+    }
     let env = env();
     let p = load();
     let slot = new_token(&p, "shared");
@@ -236,7 +236,13 @@ fn processes_guessing_at_once_share_one_limit() {
     let children: Vec<_> = (0..6)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "lockout_child", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "--exact",
+                    "processes_guessing_at_once_share_one_limit",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env(CHILD_ENV, start.to_string())
                 .env("FERROHSM_CONF", env.conf())
                 .stdout(std::process::Stdio::piped())

@@ -3,14 +3,17 @@
 //! caller memory. token/ keeps them as the `Attributes::to_bytes` encoding of the nested
 //! attributes; this file converts between the two, one level deep (arrays do not nest).
 
-use crate::error::{fail_because, Result};
+use crate::error::{fail_because, Error, Result};
 use crate::token::attributes::Attributes;
 use cryptoki_sys::*;
 
 const ENTRY: usize = std::mem::size_of::<CK_ATTRIBUTE>();
 
+/// The attribute arrays the token knows. Other types with the `CKF_ARRAY_ATTRIBUTE` bit
+/// (vendor-defined or unknown ones) are kept as the bytes the caller gave, never followed as
+/// pointers: their layout is not ours to assume.
 pub fn is_array(t: CK_ATTRIBUTE_TYPE) -> bool {
-    t & CKF_ARRAY_ATTRIBUTE != 0
+    matches!(t, CKA_WRAP_TEMPLATE | CKA_UNWRAP_TEMPLATE | CKA_DERIVE_TEMPLATE)
 }
 
 /// The nested template an array attribute's value points at, encoded for token/.
@@ -46,13 +49,11 @@ pub unsafe fn read(t: CK_ATTRIBUTE_TYPE, p: *const u8, len: CK_ULONG) -> Result<
                 ),
             );
         }
-        let value = if a.ulValueLen == 0 {
-            vec![]
-        } else {
-            // SAFETY: PKCS#11 requires a template's values to be readable for their lengths.
-            unsafe { std::slice::from_raw_parts(a.pValue as *const u8, a.ulValueLen as usize) }.to_vec()
-        };
-        nested.set(a.type_, value);
+        // SAFETY: PKCS#11 requires a template's values to be readable for their lengths;
+        // `bytes` refuses a NULL value with a length and lengths no memory can have.
+        let value = unsafe { super::convert::bytes(a.pValue as *const u8, a.ulValueLen) }
+            .map_err(|_| Error(CKR_ATTRIBUTE_VALUE_INVALID))?;
+        nested.set(a.type_, value.to_vec());
     }
     Ok(nested.to_bytes().to_vec())
 }

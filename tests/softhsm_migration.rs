@@ -33,9 +33,9 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// A SoftHSM token "legacy" with RSA 1024/2048/4096 keys made by pkcs11-tool, a key imported
-/// by softhsm2-util, a private data object and a certificate.
-fn fixture() -> Fixture {
+/// A test store beside an empty SoftHSM token directory (file backend) and its
+/// configuration: (env, its directory, the token directory, softhsm2.conf).
+fn softhsm_home() -> (TestEnv, PathBuf, PathBuf, PathBuf) {
     let env = TestEnv::new();
     let dir = env.dir.path().to_path_buf();
     let tokendir = dir.join("softhsm-tokens");
@@ -49,6 +49,13 @@ fn fixture() -> Fixture {
         ),
     )
     .unwrap();
+    (env, dir, tokendir, conf)
+}
+
+/// A SoftHSM token "legacy" with RSA 1024/2048/4096 keys made by pkcs11-tool, a key imported
+/// by softhsm2-util, a private data object and a certificate.
+fn fixture() -> Fixture {
+    let (env, dir, tokendir, conf) = softhsm_home();
     let sh = |args: &[&str]| {
         let mut c = Command::new("pkcs11-tool");
         c.args([
@@ -404,19 +411,7 @@ fn failures_write_nothing() {
 #[test]
 fn attribute_templates_migrate() {
     use cryptoki_sys::*;
-    let env = TestEnv::new();
-    let dir = env.dir.path().to_path_buf();
-    let tokendir = dir.join("softhsm-tokens");
-    std::fs::create_dir_all(&tokendir).unwrap();
-    let conf = dir.join("softhsm2.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "directories.tokendir = {}\nobjectstore.backend = file\n",
-            tokendir.display()
-        ),
-    )
-    .unwrap();
+    let (env, _, _, conf) = softhsm_home();
     run(Command::new("softhsm2-util")
         .args([
             "--init-token",

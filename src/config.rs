@@ -83,7 +83,10 @@ impl Default for LogConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// Use the portable kernel even where a faster one is available.
+    /// The RSA kernel family to use: `auto` (per CPU and key size, the default) or a family's
+    /// name (`ifma`, `portable`); checked against the families this CPU runs at `C_Initialize`.
+    pub kernel: Option<String>,
+    /// Alias of `kernel = "portable"`, kept for existing configuration files.
     pub force_portable: bool,
 }
 

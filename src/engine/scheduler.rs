@@ -1,5 +1,5 @@
 //! The combining scheduler, one per kernel family: concurrent private-key operations of the
-//! same batch class (for the IFMA family: the same limb count) are run together in one call of
+//! same batch class (for a multi-buffer family: the same limb count) are run together in one call of
 //! the family's batch entry point. There are no background threads: a caller queues its job and,
 //! while fewer combiners than twice the cores run, becomes one and runs a batch taken from the
 //! queue (its own job included); otherwise it parks until a combiner completes its job. A lone

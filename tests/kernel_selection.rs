@@ -33,10 +33,12 @@ impl KernelStats {
 
     /// Signatures it produced (calls times signatures per call).
     fn signatures(&self) -> u64 {
+        // c_ulong is u64 on the Unix ABIs the module supports.
         self.batches
+            .map(u64::from)
             .iter()
             .enumerate()
-            .map(|(i, n)| *n as u64 * (i as u64 + 1))
+            .map(|(i, n)| n * (i as u64 + 1))
             .sum()
     }
 }

@@ -182,7 +182,7 @@ fn forced_families_sign_and_unknown_ones_are_refused() {
     refused(
         &env,
         "kernel = \"nonsense\"\n",
-        "engine.kernel: unknown RSA kernel \"nonsense\"",
+        "engine.kernel must be one of [\"auto\", ",
     );
     if runnable.iter().any(|n| n != "portable") {
         let other = runnable.iter().find(|n| *n != "portable").unwrap();

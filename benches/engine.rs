@@ -1,6 +1,7 @@
 //! Engine kernels side by side on one core: the IFMA kernel at full and partial batches
 //! against the portable (rsa crate) path. cargo bench --bench engine
-use ferrohsm::engine::{crt, generate, PreparedKey};
+use ferrohsm::engine::kernel::ifma::crt;
+use ferrohsm::engine::{generate, PreparedKey};
 use std::time::Instant;
 
 fn main() {
@@ -31,7 +32,7 @@ fn main() {
         };
         let ck = crt::CrtKey::new(&c).unwrap();
         let mut line = format!("RSA-{bits}: public op {verify:8.0}/s  portable {portable:8.0}/s");
-        if ferrohsm::engine::ifma::available() {
+        if ferrohsm::engine::kernel::ifma::available() {
             for width in [1usize, 2, 4] {
                 let jobs: Vec<(&crt::CrtKey, &[u8])> = (0..width).map(|_| (&ck, input.as_slice())).collect();
                 let t = Instant::now();

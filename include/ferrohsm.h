@@ -1,6 +1,6 @@
 /*
  * ferrohsm vendor extensions to PKCS#11: the kernels' self-test, an engine speed probe,
- * engine statistics and token initialisation with the user PIN in one step. Reach them by symbol (dlsym) or through the interface named
+ * engine statistics (overall and per kernel family) and token initialisation with the user PIN in one step. Reach them by symbol (dlsym) or through the interface named
  * FERROHSM_INTERFACE_NAME in C_GetInterfaceList / C_GetInterface, whose pFunctionList points
  * to a FERROHSM_FUNCTION_LIST.
  *
@@ -19,20 +19,33 @@ typedef unsigned long ferrohsm_rv;
 
 #define FERROHSM_INTERFACE_NAME "Vendor ferrohsm"
 #define FERROHSM_VERSION_MAJOR 1
-#define FERROHSM_VERSION_MINOR 1
+#define FERROHSM_VERSION_MINOR 2
 
-/* Which kernel serves private-key operations. */
+/* Kernel families (FERROHSM_KERNEL_STATS.id, FERROHSM_ENGINE_STATS.kernel). */
 #define FERROHSM_KERNEL_PORTABLE 0UL
 #define FERROHSM_KERNEL_AVX512_IFMA 1UL
 
 typedef struct FERROHSM_ENGINE_STATS {
-    ferrohsm_ulong kernel;              /* FERROHSM_KERNEL_* in use for new operations */
-    ferrohsm_ulong self_test_passed;    /* 1 when the kernel passed its known-answer test */
+    ferrohsm_ulong kernel;              /* FERROHSM_KERNEL_* serving new RSA-2048 operations */
+    ferrohsm_ulong self_test_passed;    /* 1 when every kernel this CPU runs passed its known-answer test */
     ferrohsm_ulong operations;          /* private-key operations since the module was loaded */
     ferrohsm_ulong fault_checks_failed; /* results withheld because their check failed */
-    ferrohsm_ulong batches[4];          /* kernel calls carrying 1, 2, 3 and 4 signatures */
+    ferrohsm_ulong batches[4];          /* kernel calls (every family) carrying 1, 2, 3 and 4 signatures */
     double mean_batch_fill;             /* signatures per kernel call */
 } FERROHSM_ENGINE_STATS;
+
+/* One kernel family compiled into the module (since 1.2). */
+#define FERROHSM_KERNEL_NAME_LEN 16
+#define FERROHSM_KERNEL_MAX_BATCH 8
+typedef struct FERROHSM_KERNEL_STATS {
+    char name[FERROHSM_KERNEL_NAME_LEN]; /* "ifma", "portable", ...: as FERROHSM_KERNEL takes it; NUL-terminated */
+    ferrohsm_ulong id;                   /* FERROHSM_KERNEL_* */
+    ferrohsm_ulong available;            /* 1 when this CPU runs it */
+    ferrohsm_ulong self_test_passed;     /* 1 when it gave the known answers at the last self-test */
+    ferrohsm_ulong serves[4];            /* 1 when new RSA-1024, 2048, 3072, 4096 operations go to it */
+    ferrohsm_ulong max_batch;            /* signatures per kernel call at most */
+    ferrohsm_ulong batches[FERROHSM_KERNEL_MAX_BATCH]; /* its calls carrying 1, 2, ... signatures */
+} FERROHSM_KERNEL_STATS;
 
 /*
  * Runs the known-answer tests of the kernels now. slot_id must name a slot of the module.
@@ -53,6 +66,16 @@ ferrohsm_rv FERROHSM_Speed(ferrohsm_ulong bits, ferrohsm_ulong threads, ferrohsm
 
 /* Fills *stats. Returns CKR_OK or CKR_ARGUMENTS_BAD. */
 ferrohsm_rv FERROHSM_GetEngineStats(FERROHSM_ENGINE_STATS *stats);
+
+/*
+ * Per kernel family, in order of preference: the PKCS#11 two-call convention. With stats NULL,
+ * *count receives the number of families; otherwise *count is the capacity of stats on entry
+ * and the number written on return (CKR_BUFFER_TOO_SMALL, with the number needed, when too
+ * small). Returns CKR_OK, CKR_BUFFER_TOO_SMALL or CKR_ARGUMENTS_BAD (count NULL).
+ * A new struct rather than fields appended to FERROHSM_ENGINE_STATS, which callers of 1.0 and
+ * 1.1 allocate at its old size. Since version 1.2.
+ */
+ferrohsm_rv FERROHSM_GetKernelStats(FERROHSM_KERNEL_STATS *stats, ferrohsm_ulong *count);
 
 /*
  * C_InitToken followed by C_InitPIN, as one store transaction: a process killed during the
@@ -76,6 +99,8 @@ typedef struct FERROHSM_FUNCTION_LIST {
     ferrohsm_rv (*FERROHSM_InitTokenWithPIN)(ferrohsm_ulong, const unsigned char *, ferrohsm_ulong,
                                              const unsigned char *, const unsigned char *,
                                              ferrohsm_ulong);
+    /* Since 1.2. */
+    ferrohsm_rv (*FERROHSM_GetKernelStats)(FERROHSM_KERNEL_STATS *, ferrohsm_ulong *);
 } FERROHSM_FUNCTION_LIST;
 
 #ifdef __cplusplus

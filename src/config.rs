@@ -83,7 +83,10 @@ impl Default for LogConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// Use the portable kernel even where a faster one is available.
+    /// The RSA kernel family to use: `auto` (per CPU and key size, the default) or a family's
+    /// name (`ifma`, `portable`); checked against the families this CPU runs at `C_Initialize`.
+    pub kernel: Option<String>,
+    /// Alias of `kernel = "portable"`, kept for existing configuration files.
     pub force_portable: bool,
 }
 
@@ -162,6 +165,12 @@ impl Config {
         range("pin.max_failures", self.pin.max_failures, MAX_FAILURES)?;
         range("pin.kdf_memory_kib", self.pin.kdf_memory_kib, KDF_MEMORY_KIB)?;
         range("pin.kdf_passes", self.pin.kdf_passes, KDF_PASSES)?;
+        // Known names only; whether this CPU runs the family is checked when the engine starts.
+        if let Some(k) = &self.engine.kernel {
+            let mut names = vec!["auto"];
+            names.extend(crate::engine::kernel::REGISTRY.iter().map(|f| f.name()));
+            words("engine.kernel", k, &names)?;
+        }
         Ok(())
     }
 
@@ -235,6 +244,7 @@ mod tests {
             ("[log]\nlevel = \"verbose\"\n", "log.level", "\"trace\""),
             ("[store]\nbackend = \"postgres\"\n", "store.backend", "\"sqlite\""),
             ("[store]\nbackend = \"Memory\"\n", "store.backend", "\"memory\""),
+            ("[engine]\nkernel = \"avx9\"\n", "engine.kernel", "\"portable\""),
         ] {
             let e = load(text).expect_err(text);
             assert!(e.contains(key) && e.contains(allowed), "{text:?} -> {e}");

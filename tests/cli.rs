@@ -474,6 +474,55 @@ fn speed_prints_a_table() {
     );
 }
 
+/// `--kernel all` measures every family this CPU runs, each through the module with that family
+/// forced, and says which family served (from the module's statistics); a wrong name is a clear
+/// error.
+#[test]
+fn speed_measures_every_kernel_family_side_by_side() {
+    let env = TestEnv::new();
+    let args = ["--sizes", "1024", "--seconds", "0.3", "--threads", "2"];
+    let out = ok(&env, &[&["speed", "--kernel", "all"], &args[..]].concat());
+    let mut families = vec!["portable"];
+    if std::is_x86_feature_detected!("avx512ifma") && std::is_x86_feature_detected!("avx512vl") {
+        families.push("ifma");
+    }
+    for f in &families {
+        let section = out
+            .split(&format!("kernel {f}:\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {f} section: {out}"));
+        let row = section.lines().find(|l| l.starts_with("rsa  1024 bits")).unwrap();
+        let sign_per_s: f64 = row.split_whitespace().nth(5).unwrap().parse().unwrap();
+        assert!(sign_per_s > 0.0, "{row}");
+        // The family that served, as the module counted it.
+        let per_core = section.lines().find(|l| l.contains("sign/s per core")).unwrap();
+        assert!(per_core.ends_with(&format!("kernel {f}")), "{per_core}");
+    }
+    if families.len() > 1 {
+        let table = out.split("sign/s by kernel").nth(1).expect("side-by-side table");
+        let row = table.lines().find(|l| l.starts_with("rsa  1024 bits")).unwrap();
+        let rates: Vec<f64> = row
+            .split_whitespace()
+            .skip(3)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert!(
+            rates.len() == families.len() && rates.iter().all(|&r| r > 0.0),
+            "{row}"
+        );
+    }
+    let out = ok(&env, &[&["speed", "--kernel", "portable"], &args[..]].concat());
+    assert!(
+        out.contains("kernel portable:") && !out.contains("kernel ifma:"),
+        "{out}"
+    );
+    fails(
+        &env,
+        &[&["speed", "--kernel", "nonsense"], &args[..]].concat(),
+        "\"nonsense\" is not a kernel of this module; this CPU runs: auto, all, ",
+    );
+}
+
 #[test]
 fn bench_compares_modules_including_softhsm() {
     let env = TestEnv::new();

@@ -9,7 +9,7 @@
 //!
 //! Run by hand: `cargo nextest run --test constant_time` (needs valgrind).
 
-use ferrohsm::engine::crt::{private_op_unchecked, CrtKey, Kernel};
+use ferrohsm::engine::kernel::ifma::crt::{private_op_unchecked, CrtKey, Kernel};
 use ferrohsm::engine::{generate, KeyComponents};
 use std::path::Path;
 use std::process::Command;

@@ -40,7 +40,7 @@ fn c_program_uses_the_vendor_api() {
     );
     let v: HashMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
     assert_eq!(v["interface"], "Vendor ferrohsm");
-    assert_eq!(v["version"], "1.1");
+    assert_eq!(v["version"], "1.2");
     assert_eq!(v["selftest_rv"], "0");
     assert_eq!(v["selftest_passed"], "1");
     assert_eq!(
@@ -85,4 +85,40 @@ fn c_program_uses_the_vendor_api() {
         assert!((1.0..=4.0).contains(&fill), "{out}");
     }
     assert_eq!(v["null_rv"], cryptoki_sys::CKR_ARGUMENTS_BAD.to_string());
+    // Per family (1.2): the two-call convention, then one line per family.
+    assert_eq!(v["kstats_count_rv"], "0");
+    let count: usize = v["kstats_count"].parse().unwrap();
+    assert!(count >= 1, "{out}");
+    assert_eq!(
+        v["kstats_small_rv"],
+        cryptoki_sys::CKR_BUFFER_TOO_SMALL.to_string()
+    );
+    assert_eq!(v["kstats_small_count"], count.to_string());
+    assert_eq!(v["kstats_rv"], "0");
+    assert_eq!(
+        v["kstats_null_count_rv"],
+        cryptoki_sys::CKR_ARGUMENTS_BAD.to_string()
+    );
+    let families: Vec<(&str, Vec<&str>)> = v
+        .iter()
+        .filter_map(|(k, l)| Some((k.strip_prefix("family_")?, l.split(' ').collect())))
+        .collect();
+    assert_eq!(families.len(), count, "{out}");
+    let portable = &families
+        .iter()
+        .find(|(n, _)| *n == "portable")
+        .expect("the reference family")
+        .1;
+    // id 0, available, passed its known-answer test, one signature per call.
+    assert_eq!(&portable[..4], &["0", "1", "1", "1"], "{out}");
+    // Every size is served by exactly one family; every operation counted by one of them.
+    for size in 0..4 {
+        let serving = families
+            .iter()
+            .filter(|(_, f)| f[4].as_bytes()[size] == b'1')
+            .count();
+        assert_eq!(serving, 1, "size {size}: {out}");
+    }
+    let slots: u64 = families.iter().map(|(_, f)| f[5].parse::<u64>().unwrap()).sum();
+    assert_eq!(slots, ops, "{out}");
 }

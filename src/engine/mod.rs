@@ -1,23 +1,19 @@
 //! The RSA engine: turns key components into a `PreparedKey` once, performs the private-key
 //! operation on it, and never releases a result that fails the public-key check.
-//! Knows RSA arithmetic only; nothing here knows PKCS#11.
+//! Knows RSA arithmetic only; nothing here knows PKCS#11. Which kernel family computes an
+//! operation is decided in `kernel/` (the seam, the registry and the selection); this file,
+//! the scheduler, the statistics and the self-test work through the seam only.
 
-pub mod crt;
-#[cfg(target_arch = "x86_64")]
-pub mod horizontal;
-#[cfg(target_arch = "x86_64")]
-pub mod ifma;
+pub mod kernel;
 mod keygen;
 mod portable;
-pub mod radix52;
-#[cfg(target_arch = "x86_64")]
 pub mod scheduler;
-pub mod selftest;
 
 pub use keygen::generate;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// Why the engine refused: the caller maps these onto its own error codes.
@@ -64,9 +60,11 @@ pub struct KeyComponents {
 /// A private key decoded, validated and converted to engine form once, then shared by every
 /// signature made with it. Its secret parts are zeroized when the last user drops it.
 pub struct PreparedKey {
-    inner: portable::PortableKey,
-    /// Kernel form, when the key's size has a compiled kernel and the CPU runs it.
-    fast: Option<std::sync::Arc<crt::CrtKey>>,
+    /// The reference form: validation, components, the public half, and the recomputation of
+    /// anything that failed its check.
+    inner: Arc<portable::PortableKey>,
+    /// The key in the form of every family this CPU runs that takes it, reference last.
+    forms: Vec<kernel::Prepared>,
     rejection_secret: Zeroizing<Vec<u8>>,
     /// n as `modulus_len` big-endian bytes, to check inputs against.
     modulus: Vec<u8>,
@@ -78,7 +76,7 @@ impl PreparedKey {
     /// Validates the components (n = p·q, d·e ≡ 1, and dP, dQ, qInv when given) and prepares
     /// the key. Missing CRT parts are computed.
     pub fn new(c: &KeyComponents) -> Result<Self, EngineError> {
-        let inner = portable::PortableKey::new(c)?;
+        let inner = Arc::new(portable::PortableKey::new(c)?);
         let n = strip_zeros(&c.modulus);
         let modulus_bits = bit_len(n);
         // Implicit rejection needs a per-key secret that is not the key itself.
@@ -87,14 +85,14 @@ impl PreparedKey {
             let d = left_pad(&c.private_exponent, modulus_bits.div_ceil(8)).ok_or(EngineError::InvalidKey)?;
             Zeroizing::new(sha2::Sha256::digest(&d[..]).to_vec())
         };
-        let fast = if ifma_usable() {
-            crt::CrtKey::new(c).map(std::sync::Arc::new)
-        } else {
-            None
-        };
+        let forms = kernel::prepare_all(&kernel::KeySource {
+            components: c,
+            reference: &inner,
+            modulus_bits,
+        });
         Ok(PreparedKey {
             inner,
-            fast,
+            forms,
             rejection_secret,
             modulus: n.to_vec(),
             modulus_len: modulus_bits.div_ceil(8),
@@ -119,20 +117,21 @@ impl PreparedKey {
         }
         // Counted after the range check, so on the kernel path operations equal batch slots.
         STATS.operations.fetch_add(1, Ordering::Relaxed);
-        #[cfg(target_arch = "x86_64")]
-        if let Some(fast) = self.fast.as_ref().filter(|_| kernel_enabled()) {
-            // The kernel checks s^e = input in the same batch; only checked results leave.
-            let (out, verified) = scheduler().1.run(fast, input);
-            if verified {
-                return Ok(out);
-            }
-            STATS.fault_checks_failed.fetch_add(1, Ordering::Relaxed);
-            log::error!(
-                "RSA-{} kernel result failed its public-key check; withheld and recomputed on the portable path",
-                self.modulus_bits
-            );
+        let form = kernel::choose(&self.forms);
+        // The family checks s^e = input in the same batch; only checked results leave.
+        let (out, verified) = schedulers().1[form.family].run(form, input);
+        if verified {
+            return Ok(out);
         }
-        for attempt in 0..2 {
+        STATS.fault_checks_failed.fetch_add(1, Ordering::Relaxed);
+        log::error!(
+            "RSA-{} {} kernel result failed its public-key check; withheld and recomputed on the reference path",
+            self.modulus_bits,
+            kernel::REGISTRY[form.family].name()
+        );
+        // Two tries on the reference in all, counting the one just made if it was the reference.
+        let retries = if form.family == kernel::REFERENCE { 1 } else { 2 };
+        for attempt in 0..retries {
             match self.inner.private_op_checked(input, self.modulus_len) {
                 Ok(out) => return Ok(out),
                 Err(EngineError::FaultDetected) => {
@@ -149,13 +148,9 @@ impl PreparedKey {
         Err(EngineError::FaultDetected)
     }
 
-    /// Which kernel serves this key: "ifma" or "portable".
+    /// The name of the kernel family that serves this key's next operation.
     pub fn kernel(&self) -> &'static str {
-        if self.fast.is_some() && kernel_enabled() {
-            "ifma"
-        } else {
-            "portable"
-        }
+        kernel::REGISTRY[kernel::choose(&self.forms).family].name()
     }
 
     /// The reference path alone (benchmarks and differential tests).
@@ -264,90 +259,158 @@ pub fn public_key_info(modulus: &[u8], public_exponent: &[u8]) -> Option<Vec<u8>
 
 use std::sync::atomic::AtomicBool;
 
-/// Set at `C_Initialize` from the configuration (`engine.force_portable`) or the environment
-/// (`FERROHSM_FORCE_PORTABLE=1`).
-static FORCE_PORTABLE: AtomicBool = AtomicBool::new(false);
-/// Cleared when the kernel's known-answer test fails.
-static KERNEL_PASSED: AtomicBool = AtomicBool::new(true);
-
-fn ifma_usable() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        ifma::available()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Whether private-key operations use the IFMA kernel right now.
-pub fn kernel_enabled() -> bool {
-    ifma_usable() && !FORCE_PORTABLE.load(Ordering::Relaxed) && KERNEL_PASSED.load(Ordering::Relaxed)
-}
-
-/// Engine start-up at `C_Initialize`: apply the portable switch and run the known-answer test
-/// of the kernel this CPU would use; a failing kernel is disabled, never used.
-pub fn configure(force_portable: bool) {
-    let env =
+/// Engine start-up at `C_Initialize`: apply the operator's kernel choice and run the
+/// known-answer test of every family this CPU runs (a failing family is disabled, never used).
+/// `kernel` and `force_portable` are the configuration file's `[engine]` keys; the environment
+/// (`FERROHSM_KERNEL`, `FERROHSM_FORCE_PORTABLE=1`) overrides the file. An unknown family, one
+/// this CPU cannot run, or two settings of one source that disagree are refused with the reason.
+pub fn configure(kernel: Option<&str>, force_portable: bool) -> Result<(), String> {
+    let env_kernel = std::env::var("FERROHSM_KERNEL").ok().filter(|v| !v.is_empty());
+    let env_portable =
         std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    FORCE_PORTABLE.store(force_portable || env, Ordering::Relaxed);
+    let (requested, source) = if env_kernel.is_some() || env_portable {
+        (
+            request(
+                env_kernel.as_deref(),
+                env_portable,
+                "FERROHSM_KERNEL",
+                "FERROHSM_FORCE_PORTABLE",
+            )?,
+            "FERROHSM_KERNEL",
+        )
+    } else {
+        (
+            request(kernel, force_portable, "engine.kernel", "engine.force_portable")?,
+            "engine.kernel",
+        )
+    };
+    let forced = kernel::resolve(&requested, |f| f.available()).map_err(|e| format!("{source}: {e}"))?;
+    kernel::force(forced);
+    if let Some(f) = forced {
+        log::info!("RSA kernel forced to {} by {source}", kernel::REGISTRY[f].name());
+    }
     self_test();
+    Ok(())
 }
 
-/// The scheduler of this process (a fresh one after fork: the parent's may hold locks).
-#[cfg(target_arch = "x86_64")]
-pub fn scheduler() -> std::sync::Arc<(u64, scheduler::Scheduler)> {
-    static SCHED: arc_swap::ArcSwapOption<(u64, scheduler::Scheduler)> =
+/// One source's request: a family name, or the portable alias, or both when they agree.
+fn request(
+    kernel: Option<&str>,
+    portable: bool,
+    kernel_key: &str,
+    portable_key: &str,
+) -> Result<String, String> {
+    let name = kernel::REGISTRY[kernel::REFERENCE].name();
+    match (kernel, portable) {
+        (Some(k), true) if k != name => Err(format!(
+            "{kernel_key} = {k:?} and {portable_key} disagree ({portable_key} means {name:?})"
+        )),
+        (_, true) => Ok(name.to_string()),
+        (Some(k), false) => Ok(k.to_string()),
+        (None, false) => Ok("auto".to_string()),
+    }
+}
+
+/// One scheduler per family in `kernel::REGISTRY`, of this process (fresh ones after fork: the
+/// parent's may hold locks).
+pub fn schedulers() -> Arc<(u64, Vec<scheduler::Scheduler>)> {
+    static SCHED: arc_swap::ArcSwapOption<(u64, Vec<scheduler::Scheduler>)> =
         arc_swap::ArcSwapOption::const_empty();
     let generation = crate::fork::generation();
     // Lock-free, so a child forked while a parent thread was in here cannot deadlock, and one
-    // scheduler per generation however many threads race: only one compare-and-swap wins.
+    // set per generation however many threads race: only one compare-and-swap wins.
     loop {
         let current = SCHED.load_full();
         if let Some(s) = current.as_ref().filter(|s| s.0 == generation) {
             return s.clone();
         }
-        let fresh = std::sync::Arc::new((generation, scheduler::Scheduler::new()));
+        let fresh = Arc::new((
+            generation,
+            kernel::REGISTRY
+                .iter()
+                .map(|f| scheduler::Scheduler::new(*f))
+                .collect(),
+        ));
         let previous = SCHED.compare_and_swap(&current, Some(fresh.clone()));
         let won = match (&*previous, &current) {
-            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             (None, None) => true,
             _ => false,
         };
         if won {
-            // A scheduler from before a fork belongs to the parent: abandon it, never drop it.
+            // Schedulers from before a fork belong to the parent: abandon them, never drop them.
             std::mem::forget(arc_swap::Guard::into_inner(previous));
             return fresh;
         }
     }
 }
 
+/// Key sizes the statistics report the serving family for.
+pub const REPORTED_SIZES: [usize; 4] = [1024, 2048, 3072, 4096];
+
+/// One family in the statistics.
+pub struct FamilyStats {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub vendor_id: u64,
+    /// This CPU runs it.
+    pub available: bool,
+    pub self_test_passed: bool,
+    /// Whether new operations of each of `REPORTED_SIZES` go to it.
+    pub serves: [bool; 4],
+    pub max_batch: usize,
+    /// Calls by the number of signatures they carried (index 0: one signature).
+    pub batches: Vec<u64>,
+}
+
 /// Engine statistics for the vendor interface and `ferrohsm-util`.
 pub struct EngineStatsSnapshot {
-    pub ifma: bool,
+    /// Vendor number of the family serving new RSA-2048 operations.
+    pub kernel: u64,
     pub self_test_passed: bool,
     pub operations: u64,
     pub fault_checks_failed: u64,
+    /// Calls of every family by the number of signatures they carried (up to four).
     pub batches: [u64; 4],
     pub mean_batch_fill: f64,
+    /// Every family compiled in, in registry order.
+    pub families: Vec<FamilyStats>,
 }
 
 pub fn stats() -> EngineStatsSnapshot {
-    #[cfg(target_arch = "x86_64")]
-    let batches: [u64; 4] = {
-        let s = scheduler();
-        core::array::from_fn(|i| s.1.batches[i].load(Ordering::Relaxed))
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let batches = [0u64; 4];
+    let s = schedulers();
+    let serving: Vec<usize> = REPORTED_SIZES
+        .iter()
+        .map(|&b| kernel::family_for_bits(b))
+        .collect();
+    let families: Vec<FamilyStats> = kernel::REGISTRY
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FamilyStats {
+            name: f.name(),
+            description: f.description(),
+            vendor_id: f.vendor_id(),
+            available: f.available(),
+            self_test_passed: kernel::self_test_passed(i),
+            serves: core::array::from_fn(|k| serving[k] == i),
+            max_batch: f.max_batch(),
+            batches: s.1[i].batches.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+        })
+        .collect();
+    let mut batches = [0u64; 4];
+    for f in &families {
+        for (d, v) in batches.iter_mut().zip(&f.batches) {
+            *d += v;
+        }
+    }
     EngineStatsSnapshot {
-        ifma: kernel_enabled(),
-        self_test_passed: KERNEL_PASSED.load(Ordering::Relaxed),
+        kernel: kernel::REGISTRY[serving[1]].vendor_id(),
+        self_test_passed: families.iter().all(|f| !f.available || f.self_test_passed),
         operations: STATS.operations.load(Ordering::Relaxed),
         fault_checks_failed: STATS.fault_checks_failed.load(Ordering::Relaxed),
         batches,
         mean_batch_fill: mean_batch_fill(&batches).unwrap_or(0.0),
+        families,
     }
 }
 
@@ -361,17 +424,9 @@ pub fn mean_batch_fill(batches: &[u64]) -> Option<f64> {
     (calls > 0).then(|| sigs as f64 / calls as f64)
 }
 
-/// Runs the known-answer tests now; a failing kernel is disabled. Returns whether all passed.
+/// Runs the known-answer tests now; a failing family is disabled. Returns whether all passed.
 pub fn self_test() -> bool {
-    if !ifma_usable() {
-        return true;
-    }
-    let ok = selftest::ifma_known_answers();
-    KERNEL_PASSED.store(ok, Ordering::Relaxed);
-    if !ok {
-        log::error!("the AVX-512 IFMA kernel failed its known-answer test: disabled");
-    }
-    ok
+    kernel::self_test()
 }
 
 /// Private-key operations per second of this engine with a temporary key of `bits` bits on
@@ -401,13 +456,11 @@ pub fn speed(bits: usize, threads: usize, milliseconds: u64) -> Result<f64, Engi
     Ok(count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
 mod stats_tests {
+    /// Every family's calls, whichever serves: each operation is one slot of one call.
     #[test]
     fn every_operation_is_one_batch_slot() {
-        if !super::ifma::available() {
-            return;
-        }
         for _ in 0..5 {
             let before = super::stats();
             super::speed(1024, 2, 100).unwrap();

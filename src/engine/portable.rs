@@ -47,7 +47,7 @@ impl PortablePublic {
     }
 }
 
-pub(super) struct PortableKey {
+pub struct PortableKey {
     key: rsa::PrivateKey,
     pub(super) public: PortablePublic,
 }

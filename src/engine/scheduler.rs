@@ -1,23 +1,23 @@
-//! The combining scheduler: concurrent private-key operations of the same limb count are run
-//! together in one kernel call. There are no background threads: a caller queues its job and,
+//! The combining scheduler, one per kernel family: concurrent private-key operations of the
+//! same batch class (for a multi-buffer family: the same limb count) are run together in one call of
+//! the family's batch entry point. There are no background threads: a caller queues its job and,
 //! while fewer combiners than twice the cores run, becomes one and runs a batch taken from the
 //! queue (its own job included); otherwise it parks until a combiner completes its job. A lone
 //! request therefore runs at once on its own thread; nothing waits for a batch to fill.
+//! A family that takes one request per call skips the queue: its caller runs it directly.
 
-use super::crt::{CrtKey, LIMB_COUNTS};
+use super::kernel::{Checked, Family, KeyForm, Prepared};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-/// Signatures per kernel call: two lanes (p and q) each in eight lanes.
-pub const MAX_BATCH: usize = super::ifma::LANES / 2;
 /// Batches a combiner runs in a row before it returns to its own caller.
 const MAX_ROUNDS: usize = 4;
 
 struct Job {
-    key: Arc<CrtKey>,
+    key: Arc<KeyForm>,
     input: Zeroizing<Vec<u8>>,
     result: Mutex<Option<(Zeroizing<Vec<u8>>, bool)>>,
     done: Condvar,
@@ -30,34 +30,40 @@ struct Queue {
 }
 
 pub struct Scheduler {
-    queues: [Mutex<Queue>; LIMB_COUNTS.len()],
+    family: &'static dyn Family,
+    /// One per batch class of the family.
+    queues: Vec<Mutex<Queue>>,
     max_combiners: usize,
+    /// Signatures per call at most (the family's).
+    max_batch: usize,
     /// Kernel calls by the number of signatures they carried (index 0: one signature).
-    pub batches: [AtomicU64; MAX_BATCH],
+    pub batches: Vec<AtomicU64>,
 }
 
 impl Scheduler {
-    pub fn new() -> Scheduler {
+    pub fn new(family: &'static dyn Family) -> Scheduler {
         Scheduler {
-            queues: Default::default(),
+            family,
+            queues: (0..family.classes()).map(|_| Mutex::default()).collect(),
             // Two per core: while one combiner wakes its batch's owners and waits for the
             // next batch, another's kernel keeps the core busy (on 2 cores, 16 client
             // threads: RSA-1024 +30%, RSA-2048 +15% over one per core; more than two per
             // core splits the queue into partial batches).
             max_combiners: 2 * std::thread::available_parallelism().map_or(1, |n| n.get()),
-            batches: Default::default(),
+            max_batch: family.max_batch(),
+            batches: (0..family.max_batch()).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
     /// Runs the private-key operation of `key` on `input` (k bytes, below n), batched with
     /// whatever else is pending; the flag says whether the result passed the public-key check.
-    pub fn run(&self, key: &Arc<CrtKey>, input: &[u8]) -> (Zeroizing<Vec<u8>>, bool) {
-        let q = &self.queues[LIMB_COUNTS
-            .iter()
-            .position(|&l| l == key.limbs)
-            .expect("compiled limb count")];
+    pub fn run(&self, key: &Prepared, input: &[u8]) -> Checked {
+        if self.max_batch == 1 {
+            return self.run_alone(key, input);
+        }
+        let q = &self.queues[key.class];
         let job = Arc::new(Job {
-            key: key.clone(),
+            key: key.form.clone(),
             input: Zeroizing::new(input.to_vec()),
             result: Mutex::new(None),
             done: Condvar::new(),
@@ -72,7 +78,7 @@ impl Scheduler {
                 guard.combiners += 1;
                 let mut rounds = 0;
                 loop {
-                    let n = guard.pending.len().min(MAX_BATCH);
+                    let n = guard.pending.len().min(self.max_batch);
                     let batch: Vec<Arc<Job>> = guard.pending.drain(..n).collect();
                     drop(guard);
                     self.execute_guarded(&batch);
@@ -81,7 +87,7 @@ impl Scheduler {
                     // Less than a full batch waiting: the owners of the batch just completed
                     // are runnable but this core is busy with us. Yield once so they can queue
                     // their next jobs; without it batches run a third empty under load.
-                    if guard.pending.len() < MAX_BATCH && rounds < MAX_ROUNDS {
+                    if guard.pending.len() < self.max_batch && rounds < MAX_ROUNDS {
                         drop(guard);
                         std::thread::yield_now();
                         guard = q.lock();
@@ -89,7 +95,7 @@ impl Scheduler {
                     // Keep the slot while full batches wait (up to a bound, so this caller's
                     // own result is not held back long): handing it to a parked thread costs
                     // a wake-up, and the core idles until that thread runs.
-                    if guard.pending.len() < MAX_BATCH || rounds >= MAX_ROUNDS {
+                    if guard.pending.len() < self.max_batch || rounds >= MAX_ROUNDS {
                         break;
                     }
                 }
@@ -120,6 +126,24 @@ impl Scheduler {
         }
     }
 
+    /// A family without batching: the caller runs its own request, with no queue or hand-off.
+    fn run_alone(&self, key: &Prepared, input: &[u8]) -> Checked {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.family.private_op_batch(&[(&*key.form, input)]).pop()
+        }));
+        self.batches[0].fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(Some(r)) => r,
+            _ => {
+                log::error!(
+                    "{} kernel call failed; the operation falls back to the reference path",
+                    self.family.name()
+                );
+                (Zeroizing::new(Vec::new()), false)
+            }
+        }
+    }
+
     /// Runs a batch; a panic in the kernel must not strand the jobs of other threads: they
     /// get an unverified result, so their callers recompute on the portable path.
     fn execute_guarded(&self, batch: &[Arc<Job>]) {
@@ -137,18 +161,12 @@ impl Scheduler {
     }
 
     fn execute(&self, batch: &[Arc<Job>]) {
-        let jobs: Vec<(&CrtKey, &[u8])> = batch.iter().map(|j| (&*j.key, j.input.as_slice())).collect();
-        let results = super::crt::private_op_batch(super::crt::Kernel::Avx512, &jobs);
+        let jobs: Vec<(&KeyForm, &[u8])> = batch.iter().map(|j| (&*j.key, j.input.as_slice())).collect();
+        let results = self.family.private_op_batch(&jobs);
         self.batches[batch.len() - 1].fetch_add(1, Ordering::Relaxed);
         for (job, r) in batch.iter().zip(results) {
             *job.result.lock() = Some(r);
             job.done.notify_one();
         }
-    }
-}
-
-impl Default for Scheduler {
-    fn default() -> Self {
-        Self::new()
     }
 }

@@ -1,5 +1,6 @@
-//! Vendor extensions (`include/ferrohsm.h`): self-test, engine speed probe, engine statistics,
-//! token initialisation with the user PIN in one step.
+//! Vendor extensions (`include/ferrohsm.h`): self-test, engine speed probe, engine statistics
+//! (overall and per kernel family, read through the engine's kernel seam), token
+//! initialisation with the user PIN in one step.
 
 use super::convert::{bytes, out};
 use super::lib;
@@ -18,6 +19,23 @@ pub struct EngineStats {
     pub mean_batch_fill: f64,
 }
 
+/// Bytes of a family name in `FERROHSM_KERNEL_STATS`, the terminating NUL included.
+pub const KERNEL_NAME_LEN: usize = 16;
+/// Batch sizes `FERROHSM_KERNEL_STATS` counts.
+pub const KERNEL_MAX_BATCH: usize = 8;
+
+/// Mirrors `FERROHSM_KERNEL_STATS` (since 1.2).
+#[repr(C)]
+pub struct KernelStats {
+    pub name: [u8; KERNEL_NAME_LEN],
+    pub id: CK_ULONG,
+    pub available: CK_ULONG,
+    pub self_test_passed: CK_ULONG,
+    pub serves: [CK_ULONG; 4],
+    pub max_batch: CK_ULONG,
+    pub batches: [CK_ULONG; KERNEL_MAX_BATCH],
+}
+
 /// Mirrors `FERROHSM_FUNCTION_LIST`.
 #[repr(C)]
 pub struct VendorFunctionList {
@@ -34,14 +52,17 @@ pub struct VendorFunctionList {
         *const CK_UTF8CHAR,
         CK_ULONG,
     ) -> CK_RV,
+    /// Since 1.2.
+    pub get_kernel_stats: unsafe extern "C" fn(*mut KernelStats, *mut CK_ULONG) -> CK_RV,
 }
 
 pub static mut VENDOR_FUNCTION_LIST: VendorFunctionList = VendorFunctionList {
-    version: CK_VERSION { major: 1, minor: 1 },
+    version: CK_VERSION { major: 1, minor: 2 },
     self_test: FERROHSM_SelfTest,
     speed: FERROHSM_Speed,
     get_engine_stats: FERROHSM_GetEngineStats,
     init_token_with_pin: FERROHSM_InitTokenWithPIN,
+    get_kernel_stats: FERROHSM_GetKernelStats,
 };
 
 ck_fn!(
@@ -77,7 +98,7 @@ ck_fn!(
         // SAFETY: `stats` is NULL or the caller's writable FERROHSM_ENGINE_STATS.
         let stats = unsafe { out(stats) }?;
         let s = engine::stats();
-        stats.kernel = s.ifma as CK_ULONG;
+        stats.kernel = s.kernel as CK_ULONG;
         stats.self_test_passed = s.self_test_passed as CK_ULONG;
         stats.operations = s.operations as CK_ULONG;
         stats.fault_checks_failed = s.fault_checks_failed as CK_ULONG;
@@ -85,6 +106,46 @@ ck_fn!(
             *d = v as CK_ULONG;
         }
         stats.mean_batch_fill = s.mean_batch_fill;
+        Ok(())
+    }
+);
+
+ck_fn!(
+    fn FERROHSM_GetKernelStats(list: *mut KernelStats, count: *mut CK_ULONG) {
+        // SAFETY: `count` is NULL or the caller's writable CK_ULONG.
+        let count = unsafe { out(count) }?;
+        let s = engine::stats();
+        let n = s.families.len();
+        if list.is_null() {
+            *count = n as CK_ULONG;
+            return Ok(());
+        }
+        if (*count as usize) < n {
+            *count = n as CK_ULONG;
+            return fail(CKR_BUFFER_TOO_SMALL);
+        }
+        // SAFETY: `list` is non-NULL (checked above) and, by the header's contract, holds
+        // `*count` >= n writable FERROHSM_KERNEL_STATS; only the first n are written.
+        let list = unsafe { std::slice::from_raw_parts_mut(list, n) };
+        for (d, f) in list.iter_mut().zip(&s.families) {
+            let mut name = [0u8; KERNEL_NAME_LEN];
+            let len = f.name.len().min(KERNEL_NAME_LEN - 1);
+            name[..len].copy_from_slice(&f.name.as_bytes()[..len]);
+            let mut batches = [0 as CK_ULONG; KERNEL_MAX_BATCH];
+            for (b, v) in batches.iter_mut().zip(&f.batches) {
+                *b = *v as CK_ULONG;
+            }
+            *d = KernelStats {
+                name,
+                id: f.vendor_id as CK_ULONG,
+                available: f.available as CK_ULONG,
+                self_test_passed: f.self_test_passed as CK_ULONG,
+                serves: f.serves.map(|x| x as CK_ULONG),
+                max_batch: f.max_batch as CK_ULONG,
+                batches,
+            };
+        }
+        *count = n as CK_ULONG;
         Ok(())
     }
 );

@@ -18,7 +18,12 @@ impl Library {
             Error(CKR_GENERAL_ERROR)
         })?;
         crate::logging::init(Some(&config.log));
-        crate::engine::configure(config.engine.force_portable);
+        crate::engine::configure(config.engine.kernel.as_deref(), config.engine.force_portable).map_err(
+            |e| {
+                log::error!("C_Initialize: {e}");
+                Error(CKR_GENERAL_ERROR)
+            },
+        )?;
         let store = crate::store::open(&config).map_err(|e| {
             log::error!("C_Initialize: {e}");
             Error(CKR_GENERAL_ERROR)

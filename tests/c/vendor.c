@@ -48,6 +48,26 @@ int main(int argc, char **argv) {
     printf("mean_batch_fill %.2f\n", s.mean_batch_fill);
     printf("null_rv %lu\n", stats_fn(NULL));
 
+    /* Per kernel family (1.2): count, too small a buffer, then the list. */
+    if (dlsym(m, "FERROHSM_GetKernelStats") != (void *)v->FERROHSM_GetKernelStats) return 1;
+    ferrohsm_ulong count = 0;
+    printf("kstats_count_rv %lu\n", v->FERROHSM_GetKernelStats(NULL, &count));
+    printf("kstats_count %lu\n", count);
+    FERROHSM_KERNEL_STATS ks[8];
+    ferrohsm_ulong small = 0;
+    printf("kstats_small_rv %lu\n", v->FERROHSM_GetKernelStats(ks, &small));
+    printf("kstats_small_count %lu\n", small);
+    ferrohsm_ulong cap = 8;
+    printf("kstats_rv %lu\n", v->FERROHSM_GetKernelStats(ks, &cap));
+    printf("kstats_null_count_rv %lu\n", v->FERROHSM_GetKernelStats(ks, NULL));
+    for (ferrohsm_ulong i = 0; i < cap && i < 8; i++) {
+        ferrohsm_ulong calls = 0;
+        for (int b = 0; b < FERROHSM_KERNEL_MAX_BATCH; b++) calls += ks[i].batches[b] * (b + 1);
+        printf("family_%s %lu %lu %lu %lu %lu%lu%lu%lu %lu\n", ks[i].name, ks[i].id, ks[i].available,
+               ks[i].self_test_passed, ks[i].max_batch, ks[i].serves[0], ks[i].serves[1], ks[i].serves[2],
+               ks[i].serves[3], calls);
+    }
+
     /* Token and user PIN in one call (1.1): slot 1 is the free slot. */
     unsigned char label[32];
     memset(label, ' ', sizeof label);

@@ -1,5 +1,8 @@
 //! `speed`: RSA sign and verify throughput of ferrohsm through its PKCS#11 entry points, on a
-//! temporary in-memory token, printed the way `openssl speed rsa` prints it.
+//! temporary in-memory token, printed the way `openssl speed rsa` prints it. With `--kernel`,
+//! per kernel family (the module is loaded once per family with `FERROHSM_KERNEL` set); which
+//! families exist, which this CPU runs and which one served come from the module's vendor
+//! statistics, never from a copy of the module's choice.
 
 use crate::module::{self, explain, Result};
 use clap::Args;
@@ -31,11 +34,17 @@ pub struct Speed {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// RSA kernel family: auto (the module's choice per CPU and key size), all (every family
+    /// this CPU runs, side by side), or one family's name (e.g. ifma, portable).
+    #[arg(long, default_value = "auto")]
+    kernel: String,
 }
 
 /// One measured size.
 struct Row {
     bits: u64,
+    /// The family that served the multi-threaded signing run.
+    kernel: String,
     sign: f64,
     verify: f64,
     single: f64,
@@ -62,25 +71,55 @@ fn openssl_speed(bits: u64, seconds: f64, cores: usize) -> Option<f64> {
     line.split_whitespace().nth(5)?.parse().ok()
 }
 
-/// Kernel calls so far by the number of signatures they carried, from the loaded module's
-/// vendor API (None without the IFMA kernel).
-fn engine_batches(module: &Path) -> Option<[u64; 4]> {
-    #[repr(C)]
-    struct Stats {
-        kernel: std::ffi::c_ulong,
-        self_test_passed: std::ffi::c_ulong,
-        operations: std::ffi::c_ulong,
-        fault_checks_failed: std::ffi::c_ulong,
-        batches: [std::ffi::c_ulong; 4],
-        mean_batch_fill: f64,
-    }
-    // SAFETY: the module is already loaded (same handle); the signature is the header's.
+/// `FERROHSM_KERNEL_STATS` of `include/ferrohsm.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KernelStats {
+    name: [u8; 16],
+    id: std::ffi::c_ulong,
+    available: std::ffi::c_ulong,
+    self_test_passed: std::ffi::c_ulong,
+    serves: [std::ffi::c_ulong; 4],
+    max_batch: std::ffi::c_ulong,
+    batches: [std::ffi::c_ulong; 8],
+}
+
+/// One kernel family as the loaded module reports it.
+struct Family {
+    name: String,
+    available: bool,
+    /// Calls so far by the number of signatures they carried.
+    batches: [u64; 8],
+}
+
+/// Every kernel family of the loaded module, from its vendor API (None from a module without
+/// it: not ferrohsm, or older than 1.2).
+fn kernel_stats(module: &Path) -> Option<Vec<Family>> {
+    type GetKernelStats = unsafe extern "C" fn(*mut KernelStats, *mut std::ffi::c_ulong) -> std::ffi::c_ulong;
+    // SAFETY: the module is already loaded (same handle); the signature is the header's, and
+    // the buffer holds the `count` entries the first call asked for.
     unsafe {
         let lib = libloading::Library::new(module).ok()?;
-        let f: libloading::Symbol<unsafe extern "C" fn(*mut Stats) -> std::ffi::c_ulong> =
-            lib.get(b"FERROHSM_GetEngineStats").ok()?;
-        let mut s: Stats = std::mem::zeroed();
-        (f(&mut s) == 0 && s.kernel == 1).then(|| s.batches.map(u64::from))
+        let f: libloading::Symbol<GetKernelStats> = lib.get(b"FERROHSM_GetKernelStats").ok()?;
+        let mut count: std::ffi::c_ulong = 0;
+        if f(std::ptr::null_mut(), &mut count) != 0 {
+            return None;
+        }
+        let mut list: Vec<KernelStats> = vec![std::mem::zeroed(); count as usize];
+        if f(list.as_mut_ptr(), &mut count) != 0 {
+            return None;
+        }
+        list.truncate(count as usize);
+        Some(
+            list.iter()
+                .map(|k| Family {
+                    name: String::from_utf8_lossy(k.name.split(|&b| b == 0).next().unwrap_or(&[]))
+                        .into_owned(),
+                    available: k.available == 1,
+                    batches: k.batches.map(u64::from),
+                })
+                .collect(),
+        )
     }
 }
 
@@ -173,6 +212,103 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     let conf = dir.path().join("speed.toml");
     std::fs::write(&conf, "[store]\nbackend = \"memory\"\n").map_err(|e| e.to_string())?;
     std::env::set_var("FERROHSM_CONF", &conf);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = a.threads.unwrap_or(8 * cores).max(1);
+    if a.kernel == "auto" {
+        // The module's own choice (FERROHSM_KERNEL, if the user set it, still applies).
+        let (rows, fill) = measure_sizes(m, &a, cores, threads)?;
+        if a.json {
+            println!("{}", json(&rows, &a, cores, threads, fill));
+        } else {
+            print_table(&rows, &a, cores, threads, fill);
+        }
+        return Ok(());
+    }
+    let names = families_to_measure(m, &a.kernel)?;
+    let mut results = vec![];
+    for name in &names {
+        std::env::set_var("FERROHSM_KERNEL", name);
+        let measured = measure_sizes(m, &a, cores, threads);
+        std::env::remove_var("FERROHSM_KERNEL");
+        results.push((name.clone(), measured.map_err(|e| format!("kernel {name}: {e}"))?));
+    }
+    if a.json {
+        let items: Vec<String> = results
+            .iter()
+            .map(|(name, (rows, fill))| {
+                format!(
+                    "{{\"kernel\":{name:?},\"result\":{}}}",
+                    json(rows, &a, cores, threads, *fill)
+                )
+            })
+            .collect();
+        println!("{{\"kernels\":[{}]}}", items.join(","));
+        return Ok(());
+    }
+    for (name, (rows, fill)) in &results {
+        println!("kernel {name}:");
+        print_table(rows, &a, cores, threads, *fill);
+        println!();
+    }
+    if results.len() > 1 {
+        // Side by side: signatures per second with all cores, per family.
+        print!("{:<18}", "sign/s by kernel");
+        for (name, _) in &results {
+            print!(" {name:>12}");
+        }
+        println!();
+        for (i, r) in results[0].1 .0.iter().enumerate() {
+            print!("rsa {:>5} bits    ", r.bits);
+            for (_, (rows, _)) in &results {
+                print!(" {:>12.1}", rows[i].sign);
+            }
+            println!();
+        }
+    }
+    Ok(())
+}
+
+/// The families `--kernel` names (`all`: every one this CPU runs), checked against what the
+/// module reports, so a wrong name is a clear error here rather than a failed C_Initialize.
+fn families_to_measure(m: Option<&Path>, kernel: &str) -> Result<Vec<String>> {
+    std::env::set_var("FERROHSM_KERNEL", "auto");
+    let p = module::load(m);
+    std::env::remove_var("FERROHSM_KERNEL");
+    let p = p?;
+    let families = kernel_stats(&module::module_path(m)?)
+        .ok_or("the module has no kernel statistics (not ferrohsm 1.2 or later): --kernel needs them")?;
+    // Finalised, so the next load initialises afresh and reads FERROHSM_KERNEL again.
+    p.finalize().ok();
+    let runnable: Vec<String> = families
+        .iter()
+        .filter(|f| f.available)
+        .map(|f| f.name.clone())
+        .collect();
+    if kernel == "all" {
+        return Ok(runnable);
+    }
+    if runnable.iter().any(|n| n == kernel) {
+        return Ok(vec![kernel.to_string()]);
+    }
+    let why = if families.iter().any(|f| f.name == kernel) {
+        "cannot run on this CPU"
+    } else {
+        "is not a kernel of this module"
+    };
+    Err(format!(
+        "kernel {kernel:?} {why}; this CPU runs: auto, all, {}",
+        runnable.join(", ")
+    ))
+}
+
+/// Loads the module, makes a token and measures every size; returns the rows and the mean
+/// batch fill of the multi-threaded signing runs.
+fn measure_sizes(
+    m: Option<&Path>,
+    a: &Speed,
+    cores: usize,
+    threads: usize,
+) -> Result<(Vec<Row>, Option<f64>)> {
     let p = module::load(m)?;
     let slot = module::free_slot(&p)?;
     let pin = AuthPin::new(PIN.into());
@@ -190,8 +326,6 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         .login(UserType::User, Some(&pin))
         .map_err(|e| explain("login", e))?;
 
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = a.threads.unwrap_or(8 * cores).max(1);
     let (mech, message) = mechanism(&a.mechanism)?;
     eprintln!(
         "CPU: {} ({cores} cores); {threads} client threads; mechanism {}",
@@ -202,7 +336,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     let module_path = module::module_path(m)?;
     // Batch fill of the multi-threaded signing runs only (the single-thread and verify runs
     // would dilute it).
-    let mut sign_batches = [0u64; 4];
+    let mut sign_batches = [0u64; 8];
     for &bits in &a.sizes {
         eprint!("measuring RSA-{bits} ...                 \r");
         let public = [
@@ -234,11 +368,21 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
             s.verify(&mech, pubk, &message, &signature)
                 .map_err(|e| explain("verify", e))
         };
-        let before = engine_batches(&module_path);
+        let before = kernel_stats(&module_path);
         let sign_all = measure(&p, slot, threads, a.seconds, &sign)?;
-        if let (Some(b), Some(e)) = (before, engine_batches(&module_path)) {
-            for i in 0..4 {
-                sign_batches[i] += e[i].saturating_sub(b[i]);
+        // The family that served: the one whose calls grew the most (what ran, not a guess).
+        let mut kernel = "unknown".to_string();
+        if let (Some(b), Some(e)) = (before, kernel_stats(&module_path)) {
+            let mut most = 0;
+            for (fb, fe) in b.iter().zip(&e) {
+                let calls: u64 = (0..8).map(|i| fe.batches[i].saturating_sub(fb.batches[i])).sum();
+                for (i, s) in sign_batches.iter_mut().enumerate() {
+                    *s += fe.batches[i].saturating_sub(fb.batches[i]);
+                }
+                if calls > most {
+                    most = calls;
+                    kernel = fe.name.clone();
+                }
             }
         }
         let verify_all = measure(&p, slot, threads, a.seconds, &verify)?;
@@ -251,6 +395,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         };
         rows.push(Row {
             bits,
+            kernel,
             sign: sign_all,
             verify: verify_all,
             single: sign_one,
@@ -258,11 +403,12 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         });
     }
     eprint!("                                        \r");
-    let fill = ferrohsm::engine::mean_batch_fill(&sign_batches);
-    if a.json {
-        print_json(&rows, &a, cores, threads, fill);
-        return Ok(());
-    }
+    drop(admin);
+    p.finalize().ok();
+    Ok((rows, ferrohsm::engine::mean_batch_fill(&sign_batches)))
+}
+
+fn print_table(rows: &[Row], a: &Speed, cores: usize, threads: usize, fill: Option<f64>) {
     let ratio_head = if a.compare_openssl {
         format!(" {:>10} {:>8}", "openssl/s", "ratio")
     } else {
@@ -272,7 +418,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         "{:>18} {:>10} {:>10} {:>10} {:>10}{ratio_head}",
         "", "sign", "verify", "sign/s", "verify/s"
     );
-    for r in &rows {
+    for r in rows {
         let ratio = match r.openssl {
             Some(o) => format!(" {o:>10.1} {:>7.2}x", r.sign / o),
             None if a.compare_openssl => format!(" {:>10} {:>8}", "n/a", "n/a"),
@@ -288,23 +434,22 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
         );
     }
     println!();
-    for r in &rows {
+    for r in rows {
         println!(
             "rsa {:>5} bits     sign/s per core {:>10.1}   single thread {:>10.1}   kernel {}",
             r.bits,
             r.sign / cores as f64,
             r.single,
-            kernel_for(r.bits)
+            r.kernel
         );
     }
     if let Some(f) = fill {
         println!("mean batch fill ({threads}-thread signing): {f:.2} signatures per kernel call");
     }
     println!("CPU: {}; cores: {cores}; client threads: {threads}", cpu_model());
-    Ok(())
 }
 
-fn print_json(rows: &[Row], a: &Speed, cores: usize, threads: usize, fill: Option<f64>) {
+fn json(rows: &[Row], a: &Speed, cores: usize, threads: usize, fill: Option<f64>) -> String {
     let num = |x: Option<f64>, digits: usize| x.map_or("null".to_string(), |v| format!("{v:.digits$}"));
     let items: Vec<String> = rows
         .iter()
@@ -316,19 +461,19 @@ fn print_json(rows: &[Row], a: &Speed, cores: usize, threads: usize, fill: Optio
                 r.verify,
                 r.sign / cores as f64,
                 r.single,
-                kernel_for(r.bits),
+                r.kernel,
                 num(r.openssl, 1),
                 num(r.openssl.map(|o| r.sign / o), 2)
             )
         })
         .collect();
-    println!(
+    format!(
         "{{\"cpu\":{:?},\"cores\":{cores},\"threads\":{threads},\"mechanism\":{:?},\"mean_batch_fill\":{},\"sizes\":[{}]}}",
         cpu_model(),
         a.mechanism,
         num(fill, 2),
         items.join(",")
-    );
+    )
 }
 
 /// The mechanism named on the command line (built per call: mechanisms cannot cross threads).
@@ -339,17 +484,4 @@ pub fn mechanism_of(name: &str) -> Result<Mechanism<'static>> {
 /// The data signed with that mechanism.
 pub fn message(name: &str) -> Result<Vec<u8>> {
     mechanism(name).map(|(_, d)| d)
-}
-
-/// The kernel ferrohsm uses on this machine for a key size, as the module decides it.
-fn kernel_for(bits: u64) -> &'static str {
-    let forced =
-        std::env::var("FERROHSM_FORCE_PORTABLE").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let limbs = (bits as usize / 2 + 8).div_ceil(52);
-    #[cfg(target_arch = "x86_64")]
-    if ferrohsm::engine::ifma::available() && !forced && ferrohsm::engine::crt::LIMB_COUNTS.contains(&limbs) {
-        return "AVX-512 IFMA (2/4/8 lanes by batch)";
-    }
-    let _ = (forced, limbs);
-    "portable"
 }

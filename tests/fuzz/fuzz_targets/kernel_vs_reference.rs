@@ -4,8 +4,9 @@
 //! pass the kernel's own public-key check.
 #![no_main]
 
-use ferrohsm::engine::crt::{private_op_batch, CrtKey, Kernel};
-use ferrohsm::engine::{generate, ifma, KeyComponents, PreparedKey};
+use ferrohsm::engine::kernel::ifma::crt::{private_op_batch, CrtKey, Kernel};
+use ferrohsm::engine::kernel::ifma;
+use ferrohsm::engine::{generate, KeyComponents, PreparedKey};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

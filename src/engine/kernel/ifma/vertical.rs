@@ -835,7 +835,7 @@ kernels!(emulated, #[inline]);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::radix52;
+    use crate::engine::kernel::ifma::radix52;
 
     /// Moduli shaped like the kernels' (the prime 16 bits short of R) and inputs across the
     /// whole range an AMM accepts (below 2m), edges included: 0, 1, m − 1, m, 2m − 1.

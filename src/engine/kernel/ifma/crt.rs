@@ -1,10 +1,10 @@
 //! RSA private-key operations on the IFMA kernel: per-key constants prepared once, two lanes
 //! (p and q) per signature, Garner recombination, all in constant time.
 
-#[cfg(target_arch = "x86_64")]
-pub use super::ifma::Kernel;
 use super::radix52 as r52;
-use super::{strip_zeros, KeyComponents};
+#[cfg(target_arch = "x86_64")]
+pub use super::vertical::Kernel;
+use crate::engine::{strip_zeros, KeyComponents};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 /// Limb counts with a compiled kernel: primes of 512, 1024, 1536 and 2048 bits.
@@ -76,7 +76,7 @@ fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
     let [_, rr, rrr] = powers_of_r(&m);
     // Every byte of the exponent as stored, leading zeros included: skipping them would
     // branch on its secret top bytes.
-    let words = super::bit_len(prime).div_ceil(64);
+    let words = crate::engine::bit_len(prime).div_ceil(64);
     let mut w = vec![0u64; words.max(exp.len().div_ceil(8))];
     for (i, &byte) in exp.iter().rev().enumerate() {
         w[i / 8] |= (byte as u64) << (8 * (i % 8));
@@ -93,7 +93,10 @@ fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
 impl CrtKey {
     /// Kernel form of a key whose components the portable path already validated.
     pub fn new(c: &KeyComponents) -> Option<CrtKey> {
-        let (pb, qb) = (super::bit_len(&c.prime_1), super::bit_len(&c.prime_2));
+        let (pb, qb) = (
+            crate::engine::bit_len(&c.prime_1),
+            crate::engine::bit_len(&c.prime_2),
+        );
         let e = strip_zeros(&c.public_exponent);
         if pb != qb
             || c.exponent_1.is_empty()
@@ -127,7 +130,7 @@ impl CrtKey {
             p,
             q,
             qinv_r,
-            modulus_len: super::bit_len(&c.modulus).div_ceil(8),
+            modulus_len: crate::engine::bit_len(&c.modulus).div_ceil(8),
         })
     }
 
@@ -186,8 +189,8 @@ pub fn private_op_batch(
 /// check in tests/constant_time.rs runs it with both marked undefined).
 #[cfg(target_arch = "x86_64")]
 pub fn private_op_unchecked(kernel: Kernel, jobs: &[(&CrtKey, &[u8])]) -> Vec<zeroize::Zeroizing<Vec<u8>>> {
-    use super::ifma::{modexp, LaneInput};
-    assert!(jobs.len() * 2 <= super::ifma::LANES);
+    use super::vertical::{modexp, LaneInput};
+    assert!(jobs.len() * 2 <= super::vertical::LANES);
     let limbs = jobs[0].0.limbs;
     assert!(jobs.iter().all(|(k, _)| k.limbs == limbs));
     let mut splits: Vec<(Vec<u64>, Vec<u64>)> = jobs.iter().map(|(k, c)| k.split_input(c)).collect();
@@ -240,7 +243,7 @@ pub fn verify_batch(
     jobs: &[(&CrtKey, &[u8])],
     sigs: &[zeroize::Zeroizing<Vec<u8>>],
 ) -> Vec<bool> {
-    use super::ifma::{powmod_public, PublicLane};
+    use super::vertical::{powmod_public, PublicLane};
     let limbs = 2 * jobs[0].0.limbs;
     let bases: Vec<Vec<u64>> = sigs
         .iter()
@@ -308,7 +311,7 @@ mod tests {
     fn kernel_matches_reference_for_every_size_and_batch_width() {
         // The emulated build everywhere; the AVX-512 build where the CPU has it.
         let mut kernels = vec![Kernel::Emulated];
-        if crate::engine::ifma::available() {
+        if crate::engine::kernel::ifma::available() {
             kernels.push(Kernel::Avx512);
         }
         for kernel in kernels {

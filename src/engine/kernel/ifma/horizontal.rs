@@ -25,9 +25,9 @@ pub const fn registers(limbs: usize) -> usize {
 
 /// `base^e mod n` for one lane, fully reduced, as `n.len()` normalised limbs. `k0` = −n⁻¹ mod
 /// 2^52, `rr` = R² mod n with R = 2^(52·n.len()); `base` < n; `e` ≥ 1.
-/// Callers check `super::ifma::available()`.
+/// Callers check `super::vertical::available()`.
 pub fn powmod_public(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
-    assert!(super::ifma::available() && e != 0);
+    assert!(super::vertical::available() && e != 0);
     assert!(base.len() == n.len() && rr.len() == n.len());
     // SAFETY: the CPU has AVX-512 F and IFMA (asserted above).
     unsafe {
@@ -159,7 +159,7 @@ unsafe fn amm<const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulus<R>) -> Li
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::radix52 as r52;
+    use crate::engine::kernel::ifma::radix52 as r52;
 
     /// Square-and-multiply on the scalar reference AMM.
     fn reference(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn matches_the_scalar_reference_at_every_size() {
-        if !crate::engine::ifma::available() {
+        if !crate::engine::kernel::ifma::available() {
             eprintln!("no AVX-512 IFMA here: the horizontal kernel is not exercised");
             return;
         }
@@ -195,7 +195,7 @@ mod tests {
                 n[0] |= 1;
                 n[limbs - 1] = (n[limbs - 1] >> 8) | (1 << 43);
                 let k0 = r52::mont_k0(n[0]);
-                let [_, rr, _] = crate::engine::crt::powers_of_r_pub(&n);
+                let [_, rr, _] = crate::engine::kernel::ifma::crt::powers_of_r_pub(&n);
                 let mut base = n.clone();
                 match seed {
                     0 => base[0] -= 1,

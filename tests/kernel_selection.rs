@@ -1,0 +1,214 @@
+//! Kernel family selection through the built module: each family this CPU runs, forced with
+//! FERROHSM_KERNEL (and the legacy FERROHSM_FORCE_PORTABLE alias), signs correctly (every
+//! signature verified by the rsa crate) and is the family the vendor statistics count; a family
+//! that does not exist, or settings that disagree, fail C_Initialize with a log line saying why.
+//! One test function: the environment and the module's initialisation are process-wide.
+
+mod common;
+
+use common::*;
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::mechanism::Mechanism;
+use rsa::pkcs1v15::Pkcs1v15Sign;
+use rsa::sha2::{Digest, Sha256};
+use std::ffi::c_ulong;
+
+/// `FERROHSM_KERNEL_STATS` of `include/ferrohsm.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KernelStats {
+    name: [u8; 16],
+    id: c_ulong,
+    available: c_ulong,
+    self_test_passed: c_ulong,
+    serves: [c_ulong; 4],
+    max_batch: c_ulong,
+    batches: [c_ulong; 8],
+}
+
+impl KernelStats {
+    fn name(&self) -> String {
+        String::from_utf8_lossy(self.name.split(|&b| b == 0).next().unwrap()).into_owned()
+    }
+
+    /// Signatures it produced (calls times signatures per call).
+    fn signatures(&self) -> u64 {
+        // c_ulong is u64 on the Unix ABIs the module supports.
+        self.batches
+            .map(u64::from)
+            .iter()
+            .enumerate()
+            .map(|(i, n)| n * (i as u64 + 1))
+            .sum()
+    }
+}
+
+/// Every family of the initialised module, by its vendor API.
+fn kernel_stats() -> Vec<KernelStats> {
+    // SAFETY: the module is loaded and initialised by the caller; the signature is the
+    // header's and the buffer holds the count the first call returned.
+    unsafe {
+        let lib = libloading::Library::new(module_path()).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn(*mut KernelStats, *mut c_ulong) -> c_ulong> =
+            lib.get(b"FERROHSM_GetKernelStats").unwrap();
+        let mut n: c_ulong = 0;
+        assert_eq!(f(std::ptr::null_mut(), &mut n), 0);
+        let mut v = vec![std::mem::zeroed::<KernelStats>(); n as usize];
+        assert_eq!(f(v.as_mut_ptr(), &mut n), 0);
+        v
+    }
+}
+
+/// Signs at RSA-1024 and RSA-2048 on four threads (so batching families batch), verifying
+/// every signature with the rsa crate.
+fn sign_and_verify(p: &Pkcs11) {
+    let slot = new_token(p, "kernels");
+    let s = user_session(p, slot);
+    for bits in [1024u64, 2048] {
+        let (public, private) = rsa_keypair(&s, bits, &bits.to_be_bytes(), false);
+        let pk = rsa_public(&s, public);
+        std::thread::scope(|sc| {
+            for t in 0..4 {
+                let pk = &pk;
+                sc.spawn(move || {
+                    let s = p.open_ro_session(slot).unwrap();
+                    for i in 0..3 {
+                        let msg = format!("{bits} {t} {i}");
+                        let sig = s
+                            .sign(&Mechanism::Sha256RsaPkcs, private, msg.as_bytes())
+                            .unwrap();
+                        pk.verify(
+                            Pkcs1v15Sign::new::<Sha256>(),
+                            &Sha256::digest(msg.as_bytes()),
+                            &sig,
+                        )
+                        .unwrap();
+                    }
+                });
+            }
+        });
+    }
+}
+
+fn try_load() -> Result<Pkcs11, cryptoki::error::Error> {
+    let p = Pkcs11::new(module_path()).unwrap();
+    p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))?;
+    Ok(p)
+}
+
+/// The test's configuration: its store, a fast KDF, errors logged to a file of its own (the
+/// module's logger keeps the target of the first C_Initialize in the process), and `engine`.
+fn configure(env: &TestEnv, engine: &str) {
+    std::fs::write(
+        env.conf(),
+        format!(
+            "[store]\npath = \"store\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n[log]\nlevel = \"error\"\ntarget = \"{}\"\n[engine]\n{engine}",
+            env.dir.path().join("log").display()
+        ),
+    )
+    .unwrap();
+}
+
+/// C_Initialize with this configuration and environment must fail with CKR_GENERAL_ERROR and
+/// log a line containing `want`.
+fn refused(env: &TestEnv, engine: &str, want: &str) {
+    configure(env, engine);
+    let e = try_load()
+        .map(|p| p.finalize())
+        .expect_err("C_Initialize must refuse");
+    assert_eq!(rv(e), cryptoki::error::RvError::GeneralError);
+    let text = std::fs::read_to_string(env.dir.path().join("log")).unwrap_or_default();
+    assert!(text.contains(want), "log {text:?} lacks {want:?}");
+}
+
+#[test]
+fn forced_families_sign_and_unknown_ones_are_refused() {
+    let env = TestEnv::new();
+    configure(&env, "");
+    std::env::remove_var("FERROHSM_KERNEL");
+    std::env::remove_var("FERROHSM_FORCE_PORTABLE");
+
+    // Auto: which families exist and which this CPU runs, from the module itself.
+    let p = load();
+    let families = kernel_stats();
+    p.finalize().unwrap();
+    let runnable: Vec<String> = families
+        .iter()
+        .filter(|f| f.available == 1)
+        .map(|f| f.name())
+        .collect();
+    assert!(runnable.contains(&"portable".to_string()), "{runnable:?}");
+    if std::is_x86_feature_detected!("avx512ifma") && std::is_x86_feature_detected!("avx512vl") {
+        assert!(runnable.contains(&"ifma".to_string()), "{runnable:?}");
+    }
+
+    // Each family forced in turn (and the legacy alias): it serves every reported size it
+    // serves at all, it signs, and only it counts the signatures.
+    let mut cases: Vec<(String, (&str, String))> = runnable
+        .iter()
+        .map(|n| (n.clone(), ("FERROHSM_KERNEL", n.clone())))
+        .collect();
+    cases.push(("portable".into(), ("FERROHSM_FORCE_PORTABLE", "1".into())));
+    for (family, (var, value)) in cases {
+        std::env::set_var(var, &value);
+        let p = load();
+        let before = kernel_stats();
+        sign_and_verify(&p);
+        let after = kernel_stats();
+        p.finalize().unwrap();
+        std::env::remove_var(var);
+        for (b, a) in before.iter().zip(&after) {
+            let signed = a.signatures() - b.signatures();
+            if a.name() == family {
+                assert_eq!(signed, 24, "{var}={value}: {family} made every signature");
+                assert_eq!(a.serves[0..2], [1, 1], "{var}={value}");
+                assert_eq!(a.self_test_passed, 1);
+            } else {
+                assert_eq!(signed, 0, "{var}={value}: {} signed", a.name());
+                assert_eq!(a.serves, [0; 4], "{var}={value}: {} serves", a.name());
+            }
+        }
+    }
+
+    // Refusals, each with its reason in the log: an unknown name from the environment or the
+    // file, and two settings of one source that disagree.
+    std::env::set_var("FERROHSM_KERNEL", "nonsense");
+    refused(
+        &env,
+        "",
+        "FERROHSM_KERNEL: unknown RSA kernel \"nonsense\"; known: auto,",
+    );
+    std::env::remove_var("FERROHSM_KERNEL");
+    refused(
+        &env,
+        "kernel = \"nonsense\"\n",
+        "engine.kernel must be one of [\"auto\", ",
+    );
+    if runnable.iter().any(|n| n != "portable") {
+        let other = runnable.iter().find(|n| *n != "portable").unwrap();
+        refused(
+            &env,
+            &format!("kernel = \"{other}\"\nforce_portable = true\n"),
+            "disagree",
+        );
+    }
+    // The file's choice is honoured too; the environment overrides it.
+    configure(&env, "kernel = \"portable\"\n");
+    let p = load();
+    let portable = kernel_stats()
+        .into_iter()
+        .find(|f| f.name() == "portable")
+        .unwrap();
+    assert_eq!(portable.serves, [1; 4]);
+    p.finalize().unwrap();
+    std::env::set_var("FERROHSM_KERNEL", "auto");
+    let p = load();
+    let stats = kernel_stats();
+    p.finalize().unwrap();
+    std::env::remove_var("FERROHSM_KERNEL");
+    let first_runnable = stats.iter().find(|f| f.available == 1).unwrap();
+    assert_eq!(
+        first_runnable.serves[1], 1,
+        "auto picks the preferred family for RSA-2048"
+    );
+}

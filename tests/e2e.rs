@@ -8,6 +8,13 @@ use std::path::Path;
 use std::process::Command;
 
 fn scenario(name: &str) {
+    if let Err(e) = try_scenario(name) {
+        panic!("{e}");
+    }
+}
+
+/// Runs a scenario in a fresh directory; the failure text on failure.
+fn try_scenario(name: &str) -> Result<(), String> {
     let env = common::TestEnv::new();
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e")
@@ -20,12 +27,13 @@ fn scenario(name: &str) {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "scenario {name} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains(&format!("e2e {name}:")), "{stdout}");
+    if !out.status.success() || !stdout.contains(&format!("e2e {name}:")) {
+        return Err(format!(
+            "scenario {name} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
 }
 
 #[test]
@@ -70,7 +78,19 @@ fn knot_keymgr_kzonesign() {
 
 #[test]
 fn powerdns_pdnsutil_hsm() {
-    scenario("powerdns");
+    // pdnsutil 4.7.3 segfaults in `hsm create-key` in about one run in four, right after
+    // C_Initialize and before it calls the module again, and every retry in the same directory
+    // crashes alike (the crash follows the run's paths, not the token). A fresh directory is a
+    // fresh chance; any other failure fails at once.
+    for attempt in 1..=4 {
+        match try_scenario("powerdns") {
+            Ok(()) => return,
+            Err(e) if attempt < 4 && e.contains("pdnsutil hsm create-key made no key pair") => {
+                eprintln!("powerdns: pdnsutil crashed before reaching the token (run {attempt}); again in a fresh directory");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
 }
 
 #[test]

@@ -5,39 +5,12 @@
 mod common;
 
 use common::*;
-use cryptoki::mechanism::Mechanism;
-use rsa::pkcs1v15::Pkcs1v15Sign;
-use rsa::sha2::{Digest, Sha256};
 
 fn sign_everywhere() {
     let _env = TestEnv::new();
     let p = load();
     let slot = new_token(&p, "paths");
-    let s = user_session(&p, slot);
-    for bits in [1024u64, 2048, 3072, 4096] {
-        let (public, private) = rsa_keypair(&s, bits, &bits.to_be_bytes(), false);
-        let pk = rsa_public(&s, public);
-        std::thread::scope(|sc| {
-            for t in 0..6 {
-                let (p, pk) = (&p, &pk);
-                sc.spawn(move || {
-                    let s = p.open_ro_session(slot).unwrap();
-                    for i in 0..4 {
-                        let msg = format!("{bits} {t} {i}");
-                        let sig = s
-                            .sign(&Mechanism::Sha256RsaPkcs, private, msg.as_bytes())
-                            .unwrap();
-                        pk.verify(
-                            Pkcs1v15Sign::new::<Sha256>(),
-                            &Sha256::digest(msg.as_bytes()),
-                            &sig,
-                        )
-                        .unwrap();
-                    }
-                });
-            }
-        });
-    }
+    sign_concurrently_verified(&p, slot, &[1024, 2048, 3072, 4096], 6, 4);
 }
 
 #[test]

@@ -8,9 +8,6 @@ mod common;
 
 use common::*;
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
-use cryptoki::mechanism::Mechanism;
-use rsa::pkcs1v15::Pkcs1v15Sign;
-use rsa::sha2::{Digest, Sha256};
 use std::ffi::c_ulong;
 
 /// `FERROHSM_KERNEL_STATS` of `include/ferrohsm.h`.
@@ -63,31 +60,7 @@ fn kernel_stats() -> Vec<KernelStats> {
 /// every signature with the rsa crate.
 fn sign_and_verify(p: &Pkcs11) {
     let slot = new_token(p, "kernels");
-    let s = user_session(p, slot);
-    for bits in [1024u64, 2048] {
-        let (public, private) = rsa_keypair(&s, bits, &bits.to_be_bytes(), false);
-        let pk = rsa_public(&s, public);
-        std::thread::scope(|sc| {
-            for t in 0..4 {
-                let pk = &pk;
-                sc.spawn(move || {
-                    let s = p.open_ro_session(slot).unwrap();
-                    for i in 0..3 {
-                        let msg = format!("{bits} {t} {i}");
-                        let sig = s
-                            .sign(&Mechanism::Sha256RsaPkcs, private, msg.as_bytes())
-                            .unwrap();
-                        pk.verify(
-                            Pkcs1v15Sign::new::<Sha256>(),
-                            &Sha256::digest(msg.as_bytes()),
-                            &sig,
-                        )
-                        .unwrap();
-                    }
-                });
-            }
-        });
-    }
+    sign_concurrently_verified(p, slot, &[1024, 2048], 4, 3);
 }
 
 fn try_load() -> Result<Pkcs11, cryptoki::error::Error> {

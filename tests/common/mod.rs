@@ -272,3 +272,36 @@ pub fn be(v: &rsa::BoxedUint) -> Vec<u8> {
     let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
     b[first..].to_vec()
 }
+
+/// For each size, a session key pair on the user session's token in `slot`, signed with from
+/// `threads` threads (`per_thread` signatures each, so batching kernels batch); every
+/// signature is verified with the rsa crate.
+pub fn sign_concurrently_verified(p: &Pkcs11, slot: Slot, sizes: &[u64], threads: usize, per_thread: usize) {
+    use rsa::pkcs1v15::Pkcs1v15Sign;
+    use sha2::{Digest, Sha256};
+    let s = user_session(p, slot);
+    for &bits in sizes {
+        let (public, private) = rsa_keypair(&s, bits, &bits.to_be_bytes(), false);
+        let pk = rsa_public(&s, public);
+        std::thread::scope(|sc| {
+            for t in 0..threads {
+                let pk = &pk;
+                sc.spawn(move || {
+                    let s = p.open_ro_session(slot).unwrap();
+                    for i in 0..per_thread {
+                        let msg = format!("{bits} {t} {i}");
+                        let sig = s
+                            .sign(&Mechanism::Sha256RsaPkcs, private, msg.as_bytes())
+                            .unwrap();
+                        pk.verify(
+                            Pkcs1v15Sign::new::<Sha256>(),
+                            &Sha256::digest(msg.as_bytes()),
+                            &sig,
+                        )
+                        .unwrap();
+                    }
+                });
+            }
+        });
+    }
+}

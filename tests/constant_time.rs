@@ -1,18 +1,20 @@
 //! Constant-time check of the private-key path under valgrind memcheck (ctgrind method): the
 //! secret key parts are marked undefined, so any branch or memory index that depends on them
-//! is reported as a use of an uninitialised value. Covered: key preparation (`CrtKey::new`),
-//! the modular exponentiation kernel with its table selection, input reduction and Garner
-//! recombination, output serialisation. valgrind cannot execute AVX-512, so the kernel runs as
-//! its emulated build: the same generic code (windows, masked selects, loops) with each
-//! instruction replaced by branch-free integer code; the IFMA instructions themselves take
-//! time independent of their operands.
+//! is reported as a use of an uninitialised value. Covered, for every kernel family in the
+//! registry (`Family::private_op_for_ct`; the reference, the rsa crate, excepted): key
+//! preparation, input reduction, the modular exponentiation with its table selection, Garner
+//! recombination, output serialisation. Where valgrind cannot execute a family's instructions
+//! (AVX-512) the family runs its emulated build: the same generic code with each such
+//! instruction replaced by branch-free integer code.
 //!
 //! Run by hand: `cargo nextest run --test constant_time` (needs valgrind).
 
-use ferrohsm::engine::kernel::ifma::crt::{private_op_unchecked, CrtKey, Kernel};
+use ferrohsm::engine::kernel::{self, KeyForm, KeySource};
+use ferrohsm::engine::portable::PortableKey;
 use ferrohsm::engine::{generate, KeyComponents};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
 const ROLE: &str = "FERROHSM_CT_ROLE";
 const KEYS: &str = "FERROHSM_CT_KEYS";
@@ -112,18 +114,20 @@ fn mark_secret(c: &KeyComponents) {
     valgrind::undefined(&c.coefficient);
 }
 
-/// Inside valgrind: prepare each key and sign with it, alone and in a mixed-key batch, with
-/// the secrets undefined. The signatures are released values: they are marked defined and
-/// checked against the public key with the rsa crate.
+/// Inside valgrind: for every kernel family that has a constant-time build, prepare each key
+/// and sign with it, alone and in mixed-key batches, with the secrets undefined. The signatures
+/// are released values: they are marked defined and checked against the public key with the
+/// rsa crate. One line per family says how far it got.
 fn payload(keys: &[KeyComponents]) {
-    let mut signed = 0;
-    let crt: Vec<CrtKey> = keys
+    // The reference form (the rsa crate's validation) is made before the secrets are marked:
+    // it is not under test here, and a family may only share it, never branch on it.
+    let references: Vec<Arc<PortableKey>> = keys
         .iter()
-        .map(|c| {
-            mark_secret(c);
-            CrtKey::new(c).expect("every test key has a kernel size")
-        })
+        .map(|c| Arc::new(PortableKey::new(c).unwrap()))
         .collect();
+    for c in keys {
+        mark_secret(c);
+    }
     let inputs: Vec<Vec<u8>> = keys
         .iter()
         .map(|c| {
@@ -132,37 +136,67 @@ fn payload(keys: &[KeyComponents]) {
             m
         })
         .collect();
-    let mut batches: Vec<Vec<usize>> = (0..keys.len()).map(|i| vec![i]).collect();
-    // Two keys of one size in one batch: lanes with different moduli and exponents.
-    for i in 0..keys.len() {
-        for j in i + 1..keys.len() {
-            if crt[i].limbs == crt[j].limbs {
-                batches.push(vec![i, j]);
+    for family in kernel::REGISTRY {
+        let forms: Vec<(usize, Arc<KeyForm>)> = keys
+            .iter()
+            .zip(&references)
+            .map(|(c, r)| {
+                let source = KeySource {
+                    components: c,
+                    reference: r,
+                    modulus_bits: c.modulus.len() * 8,
+                };
+                family
+                    .prepare(&source)
+                    .expect("every test key has a size every family takes")
+            })
+            .collect();
+        // Every key alone, then two keys of one class in one batch where the family batches:
+        // lanes with different moduli and exponents.
+        let mut batches: Vec<Vec<usize>> = (0..keys.len()).map(|i| vec![i]).collect();
+        if family.max_batch() > 1 {
+            for i in 0..keys.len() {
+                for j in i + 1..keys.len() {
+                    if forms[i].0 == forms[j].0 {
+                        batches.push(vec![i, j]);
+                    }
+                }
             }
         }
-    }
-    for batch in &batches {
-        let jobs: Vec<(&CrtKey, &[u8])> = batch.iter().map(|&i| (&crt[i], inputs[i].as_slice())).collect();
-        let sigs = private_op_unchecked(Kernel::Emulated, &jobs);
-        for (&i, sig) in batch.iter().zip(&sigs) {
-            valgrind::defined(sig);
-            let c = &keys[i];
-            let public = rsa::PublicKey::new(
-                rsa::BoxedUint::from_be_slice(&c.modulus, c.modulus.len() as u32 * 8).unwrap(),
-                rsa::BoxedUint::from_be_slice(&c.public_exponent, 64).unwrap(),
-            )
-            .unwrap();
-            let s = rsa::BoxedUint::from_be_slice(sig, c.modulus.len() as u32 * 8).unwrap();
-            let back = rsa::hazmat::rsa_encrypt(&public, &s).unwrap();
-            let want = rsa::BoxedUint::from_be_slice(&inputs[i], c.modulus.len() as u32 * 8).unwrap();
-            assert!(back == want, "signature {i} does not verify");
-            signed += 1;
+        let mut signed = 0;
+        for batch in &batches {
+            let jobs: Vec<(&KeyForm, &[u8])> = batch
+                .iter()
+                .map(|&i| (&*forms[i].1, inputs[i].as_slice()))
+                .collect();
+            let Some(sigs) = family.private_op_for_ct(&jobs) else {
+                break;
+            };
+            for (&i, sig) in batch.iter().zip(&sigs) {
+                valgrind::defined(sig);
+                let c = &keys[i];
+                let public = rsa::PublicKey::new(
+                    rsa::BoxedUint::from_be_slice(&c.modulus, c.modulus.len() as u32 * 8).unwrap(),
+                    rsa::BoxedUint::from_be_slice(&c.public_exponent, 64).unwrap(),
+                )
+                .unwrap();
+                let s = rsa::BoxedUint::from_be_slice(sig, c.modulus.len() as u32 * 8).unwrap();
+                let back = rsa::hazmat::rsa_encrypt(&public, &s).unwrap();
+                let want = rsa::BoxedUint::from_be_slice(&inputs[i], c.modulus.len() as u32 * 8).unwrap();
+                assert!(back == want, "{}: signature {i} does not verify", family.name());
+                signed += 1;
+            }
+        }
+        if signed == 0 {
+            println!("ct payload {}: no constant-time build", family.name());
+        } else {
+            println!(
+                "ct payload {}: {} keys prepared, {signed} signatures made and verified",
+                family.name(),
+                keys.len()
+            );
         }
     }
-    println!(
-        "ct payload: {} keys prepared, {signed} signatures made and verified",
-        keys.len()
-    );
 }
 
 /// A deliberate leak: branches on a secret byte. Shows that the marking works and valgrind
@@ -226,10 +260,19 @@ fn private_key_path_is_constant_time_under_valgrind() {
         ok && stderr.contains("ERROR SUMMARY: 0 errors"),
         "valgrind found secret-dependent branches or indexes:\n{stderr}"
     );
-    assert!(
-        stdout.contains("ct payload: 4 keys prepared, 8 signatures made and verified"),
-        "the payload did not run to the end:\n{stdout}\n{stderr}"
-    );
+    // Every family but the reference (the rsa crate) proves itself here.
+    for (i, family) in kernel::REGISTRY.iter().enumerate() {
+        let line = if i == kernel::REFERENCE {
+            format!("ct payload {}: no constant-time build", family.name())
+        } else {
+            format!("ct payload {}: 4 keys prepared, ", family.name())
+        };
+        assert!(
+            stdout.contains(&line),
+            "the payload did not run to the end for {}:\n{stdout}\n{stderr}",
+            family.name()
+        );
+    }
 
     let (ok, stdout, stderr) = run_under_valgrind("leak", &path);
     assert!(stdout.contains("leaky branch taken"), "{stdout}\n{stderr}");

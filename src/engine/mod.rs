@@ -6,7 +6,7 @@
 
 pub mod kernel;
 mod keygen;
-mod portable;
+pub mod portable;
 pub mod scheduler;
 
 pub use keygen::generate;

@@ -53,7 +53,7 @@ pub struct PortableKey {
 }
 
 impl PortableKey {
-    pub(super) fn new(c: &KeyComponents) -> Result<Self, EngineError> {
+    pub fn new(c: &KeyComponents) -> Result<Self, EngineError> {
         let n = strip_zeros(&c.modulus);
         if n.is_empty() || strip_zeros(&c.public_exponent).len() > 8 {
             return Err(EngineError::InvalidKey);

@@ -60,6 +60,13 @@ pub trait Family: Sync {
     fn private_op_batch(&self, jobs: &[(&KeyForm, &[u8])]) -> Vec<Checked>;
     /// Known-answer test; a family that fails it is never used.
     fn known_answer_test(&self) -> bool;
+    /// For the constant-time proof (tests/constant_time.rs runs it under valgrind with the
+    /// key's secrets marked undefined) and the fuzz target: the secret-dependent part of
+    /// `private_op_batch`, without the public-key check, on a build valgrind executes on any
+    /// x86-64 CPU (an emulated one where the family's instructions are beyond valgrind or this
+    /// CPU). None: the family's constant time is not this crate's to prove (the reference, the
+    /// `rsa` crate, has its own).
+    fn private_op_for_ct(&self, jobs: &[(&KeyForm, &[u8])]) -> Option<Vec<Zeroizing<Vec<u8>>>>;
 }
 
 /// Every family compiled in, in order of preference (fastest first). The last one is the

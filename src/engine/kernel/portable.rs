@@ -63,6 +63,10 @@ impl Family for Portable {
     fn known_answer_test(&self) -> bool {
         known_answer().is_ok_and(|ok| ok)
     }
+
+    fn private_op_for_ct(&self, _jobs: &[(&KeyForm, &[u8])]) -> Option<Vec<Zeroizing<Vec<u8>>>> {
+        None
+    }
 }
 
 /// An RSA-1024 key (n, d, p, q; e = 65537), an input, and the SHA-256 of input^d mod n, all

@@ -13,6 +13,7 @@ pub use vertical::{available, modexp, powmod_public, Kernel, LANES};
 
 use super::{Checked, Family, KeyForm, KeySource};
 use std::sync::Arc;
+use zeroize::Zeroizing;
 
 /// The family object in `REGISTRY`.
 pub struct Ifma;
@@ -59,19 +60,29 @@ impl Family for Ifma {
             self.available(),
             "the scheduler runs a family only where it is available"
         );
-        let jobs: Vec<(&crt::CrtKey, &[u8])> = jobs
-            .iter()
-            .map(|(form, input)| {
-                let key = form
-                    .downcast_ref::<crt::CrtKey>()
-                    .expect("a form the IFMA family prepared");
-                (key, *input)
-            })
-            .collect();
-        crt::private_op_batch(Kernel::Avx512, &jobs)
+        crt::private_op_batch(Kernel::Avx512, &own(jobs))
     }
 
     fn known_answer_test(&self) -> bool {
         kat::ifma_known_answers()
     }
+
+    fn private_op_for_ct(&self, jobs: &[(&KeyForm, &[u8])]) -> Option<Vec<Zeroizing<Vec<u8>>>> {
+        // valgrind cannot execute AVX-512: the emulated build runs the same generic code
+        // (windows, masked selects, loops) with each IFMA instruction replaced by branch-free
+        // integer code, and the instructions themselves take time independent of operands.
+        Some(crt::private_op_unchecked(Kernel::Emulated, &own(jobs)))
+    }
+}
+
+/// The jobs with their keys in this family's form.
+fn own<'a>(jobs: &[(&'a KeyForm, &'a [u8])]) -> Vec<(&'a crt::CrtKey, &'a [u8])> {
+    jobs.iter()
+        .map(|(form, input)| {
+            let key = form
+                .downcast_ref::<crt::CrtKey>()
+                .expect("a form the IFMA family prepared");
+            (key, *input)
+        })
+        .collect()
 }

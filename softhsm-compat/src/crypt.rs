@@ -2,7 +2,7 @@
 //! the token's AES-256 master key, and AES-256-CBC of private attributes.
 
 use crate::Error;
-use aes::cipher::{BlockCipherDecrypt, KeyInit};
+use aes::cipher::{block_padding::Pkcs7, BlockModeDecrypt, KeyIvInit};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
@@ -21,26 +21,13 @@ pub fn pin_key(salt: &[u8; 8], pin: &[u8]) -> Zeroizing<[u8; 32]> {
     k
 }
 
-/// AES-256-CBC decryption with PKCS#7 padding removed; `None` when the padding is wrong.
+/// AES-256-CBC decryption with PKCS#7 padding removed (the `cbc` crate); `None` when the key
+/// or IV has the wrong length, the ciphertext is not whole blocks, or the padding is wrong.
 pub fn cbc_decrypt(key: &[u8], iv: &[u8], ct: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
-    if ct.is_empty() || !ct.len().is_multiple_of(16) || iv.len() != 16 {
-        return None;
-    }
-    let cipher = aes::Aes256::new_from_slice(key).ok()?;
-    let mut out = Zeroizing::new(Vec::with_capacity(ct.len()));
-    let mut prev: [u8; 16] = iv.try_into().ok()?;
-    for block in ct.chunks_exact(16) {
-        let mut b = aes::Block::default();
-        b.copy_from_slice(block);
-        cipher.decrypt_block(&mut b);
-        out.extend(b.iter().zip(prev.iter()).map(|(x, y)| x ^ y));
-        prev.copy_from_slice(block);
-    }
-    let pad = *out.last()? as usize;
-    if pad == 0 || pad > 16 || out[out.len() - pad..].iter().any(|&b| b as usize != pad) {
-        return None;
-    }
-    let len = out.len() - pad;
+    let mode = cbc::Decryptor::<aes::Aes256>::new_from_slices(key, iv).ok()?;
+    // Decrypted into a buffer that is zeroized when dropped: it holds key material.
+    let mut out = Zeroizing::new(vec![0u8; ct.len()]);
+    let len = mode.decrypt_padded_b2b::<Pkcs7>(ct, &mut out).ok()?.len();
     out.truncate(len);
     Some(out)
 }
@@ -70,4 +57,46 @@ pub fn decrypt_attribute(master: &[u8; 32], data: &[u8]) -> Option<Zeroizing<Vec
         return None;
     }
     cbc_decrypt(master, &data[..16], &data[16..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    const KEY: &str = "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4";
+    const IV: &str = "000102030405060708090a0b0c0d0e0f";
+
+    /// Ciphertexts made by `openssl enc -aes-256-cbc -K KEY -iv IV` (PKCS#7 padding).
+    #[test]
+    fn decrypts_what_openssl_encrypted() {
+        let (k, iv) = (unhex(KEY), unhex(IV));
+        let ct = unhex("0524a33eefaa425a09ca8843e8a522f8e1465d08fec6f796fa32b652e22c092d");
+        assert_eq!(
+            &cbc_decrypt(&k, &iv, &ct).unwrap()[..],
+            b"softhsm private attribute"
+        );
+        // A whole block of plaintext gets a whole block of padding.
+        let ct = unhex("af7982f678f498be053f0ec06bc547caf81dab9022f1009991cdf5a02a864a5d");
+        assert_eq!(&cbc_decrypt(&k, &iv, &ct).unwrap()[..], b"0123456789abcdef");
+    }
+
+    #[test]
+    fn refuses_bad_lengths_and_padding() {
+        let (k, iv) = (unhex(KEY), unhex(IV));
+        let ct = unhex("0524a33eefaa425a09ca8843e8a522f8e1465d08fec6f796fa32b652e22c092d");
+        assert!(cbc_decrypt(&k, &iv, &ct[..31]).is_none(), "not whole blocks");
+        assert!(cbc_decrypt(&k, &iv, &[]).is_none(), "empty");
+        assert!(cbc_decrypt(&k[..16], &iv, &ct).is_none(), "AES-128 key");
+        assert!(cbc_decrypt(&k, &iv[..8], &ct).is_none(), "short IV");
+        let mut bad_pad = ct.clone();
+        bad_pad[15] ^= 0x07; // flips the last plaintext byte (0x07 → 0x00): padding 0
+        assert!(cbc_decrypt(&k, &iv, &bad_pad).is_none(), "padding byte 0");
+    }
 }

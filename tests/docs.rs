@@ -104,7 +104,7 @@ fn blocks(file: &Path, text: &str) -> Vec<Block> {
                         Block {
                             file: file.to_path_buf(),
                             line: i + 1,
-                            info: info.trim().split_whitespace().next().unwrap_or("").to_string(),
+                            info: info.split_whitespace().next().unwrap_or("").to_string(),
                             body: vec![],
                         },
                     ));
@@ -369,7 +369,9 @@ fn check_command(cli: &Cli, cmd: &[String], run: bool) -> Result<(), String> {
     match base {
         "ferrohsm-util" => {
             if program.contains('/') && program != "target/release/ferrohsm-util" {
-                return Err(format!("{program}: ferrohsm-util is target/release/ferrohsm-util"));
+                return Err(format!(
+                    "{program}: ferrohsm-util is target/release/ferrohsm-util"
+                ));
             }
             cli.check_util(args)
         }
@@ -431,7 +433,11 @@ fn run_block(block: &Block) -> Result<(), String> {
     // The module beside the test programs' directory, as tests/common finds it.
     let exe = std::env::current_exe().unwrap();
     let module = exe.parent().unwrap().parent().unwrap().join("libferrohsm.so");
-    assert!(module.exists(), "{} is missing: build the crate first", module.display());
+    assert!(
+        module.exists(),
+        "{} is missing: build the crate first",
+        module.display()
+    );
     std::os::unix::fs::symlink(&module, release.join("libferrohsm.so")).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ferrohsm-util"), release.join("ferrohsm-util")).unwrap();
     let conf = dir.path().join("ferrohsm.toml");
@@ -580,6 +586,17 @@ fn links(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether `text` holds `name` as a whole word, or as the prefix of a `NAME_...` family
+/// (`FERROHSM_KERNEL_` names `FERROHSM_KERNEL_PORTABLE` and its siblings).
+fn names_word(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + name.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || (c == '_' && !name.ends_with('_')))
+    })
+}
+
 /// The tree's text files under `dir`, concatenated (for name searches).
 fn source_text(dir: &Path, into: &mut String) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
@@ -617,7 +634,10 @@ fn every_block_is_checked_or_marked_as_an_example() {
             if block.info == "toml" {
                 configs += 1;
                 if let Err(e) = check_toml(&block) {
-                    errors.push(format!("{}: the configuration loader refuses it: {e}", block.place()));
+                    errors.push(format!(
+                        "{}: the configuration loader refuses it: {e}",
+                        block.place()
+                    ));
                 }
                 continue;
             }
@@ -664,7 +684,10 @@ fn every_block_is_checked_or_marked_as_an_example() {
     for s in &skipped {
         println!("  skipped {s}");
     }
-    assert!(checked > 0 && ran > 0 && configs > 0, "the checks found nothing to check");
+    assert!(
+        checked > 0 && ran > 0 && configs > 0,
+        "the checks found nothing to check"
+    );
     assert!(errors.is_empty(), "documentation errors:\n{}", errors.join("\n"));
 }
 
@@ -722,10 +745,10 @@ fn named_paths_links_keys_and_variables_exist() {
         let mut rest = text.as_str();
         while let Some(i) = rest.find("FERROHSM_") {
             let end = rest[i..]
-                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .map_or(rest.len(), |e| i + e);
             let var = rest[i..end].trim_end_matches('_');
-            if !sources.contains(var) {
+            if !names_word(&sources, var) {
                 errors.push(format!("{name}: names {var}, which no source file uses"));
             }
             rest = &rest[end..];

@@ -17,7 +17,8 @@
 //! - Blocks in any other language (configuration of other programs, output) and `# example`
 //!   blocks are skipped, and counted.
 //!
-//! Across the whole text: every repository path named exists, every relative link (and its
+//! Across the whole text: every `ferrohsm-util ...` command named inline passes the block
+//! checks, every repository path named exists, every relative link (and its
 //! `#anchor`) resolves, every `section.key` named in code is a configuration key, and every
 //! `FERROHSM_*` name is used somewhere in the code. README.md's first 40 lines hold both
 //! set-up commands.
@@ -694,7 +695,8 @@ fn every_block_is_checked_or_marked_as_an_example() {
 }
 
 #[test]
-fn named_paths_links_keys_and_variables_exist() {
+fn named_paths_links_keys_commands_and_variables_exist() {
+    let cli = Cli::new();
     let mut sources = String::new();
     for dir in ["src", "tests", "include", "softhsm-compat", "benches", ".ci"] {
         source_text(&root().join(dir), &mut sources);
@@ -727,6 +729,17 @@ fn named_paths_links_keys_and_variables_exist() {
             }
         }
         for span in code_spans(&text) {
+            // A command named inline (`ferrohsm-util speed --kernel all`): as in a block, but a
+            // placeholder (`ferrohsm-util <command> --help`) stands for every subcommand.
+            let w = words(&span);
+            if w.first()
+                .is_some_and(|p| p.ends_with("ferrohsm-util") || p == "ferrohsm-softhsm2-util")
+                && !w.iter().any(|x| x.starts_with('<'))
+            {
+                if let Err(e) = check_command(&cli, &w, false) {
+                    errors.push(format!("{name}: `{span}`: {e}"));
+                }
+            }
             // `section.key` of the configuration file: known to the loader.
             if let Some((section, key)) = span.split_once('.') {
                 if ["store", "pin", "log", "engine"].contains(&section)

@@ -377,3 +377,22 @@ fn a_damaged_record_is_left_out_of_searches_and_reported_on_load() {
         );
     }
 }
+
+#[test]
+fn threads_guessing_at_once_get_at_most_max_failures_answers() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        let answers: Vec<CK_RV> = std::thread::scope(|scope| {
+            let guesses: Vec<_> = (0..8)
+                .map(|i| scope.spawn(move || rv(s.login(0, PinOwner::User, format!("wrong-{i}").as_bytes()))))
+                .collect();
+            guesses.into_iter().map(|g| g.join().unwrap()).collect()
+        });
+        let evaluated = answers.iter().filter(|&&r| r == CKR_PIN_INCORRECT).count();
+        let refused = answers.iter().filter(|&&r| r == CKR_PIN_LOCKED).count();
+        assert_eq!(evaluated, MAX as usize, "{}: {answers:?}", c.name);
+        assert_eq!(refused, 8 - MAX as usize, "{}: {answers:?}", c.name);
+        assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_PIN_LOCKED, "{}", c.name);
+    }
+}

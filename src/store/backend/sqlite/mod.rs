@@ -14,11 +14,6 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-fn db_err(e: rusqlite::Error) -> Error {
-    log::error!("token store: {e}");
-    Error(CKR_DEVICE_ERROR)
-}
-
 pub struct SqliteBackend {
     /// The writer; also used for reads that must see its own transaction.
     conn: Mutex<Connection>,
@@ -103,6 +98,16 @@ impl SqliteBackend {
         }
     }
 
+    /// The error of a failed read: a row SQLite cannot give back, or one that does not have
+    /// the shape of its column, is a damaged store, named in the log.
+    fn read_err(&self, e: rusqlite::Error) -> Error {
+        log::error!(
+            "token store {}: cannot read ({e}); if this persists the file is damaged: restore it from a backup",
+            self.path.display()
+        );
+        Error(CKR_DEVICE_ERROR)
+    }
+
     /// The error of a failed write, with a log line naming the store and what to do.
     fn write_err(&self, e: rusqlite::Error) -> Error {
         use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked, DiskFull};
@@ -131,15 +136,15 @@ impl SqliteBackend {
                 &self.path,
                 rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
-            .map_err(db_err)?;
+            .map_err(|e| self.read_err(e))?;
             c.busy_timeout(std::time::Duration::from_secs(30))
-                .map_err(db_err)?;
+                .map_err(|e| self.read_err(e))?;
             *slot = Some(c);
         }
         let Some(conn) = slot.as_ref() else {
             return fail(CKR_GENERAL_ERROR);
         };
-        f(conn).map_err(db_err)
+        f(conn).map_err(|e| self.read_err(e))
     }
 }
 
@@ -247,14 +252,14 @@ impl Tx for SqliteTx<'_> {
                 token_from_row,
             )
             .optional()
-            .map_err(db_err)
+            .map_err(|e| self.backend.read_err(e))
     }
 
     fn max_slot(&mut self) -> Result<Option<CK_SLOT_ID>> {
         let max: Option<i64> = self
             .tx
             .query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0))
-            .map_err(db_err)?;
+            .map_err(|e| self.backend.read_err(e))?;
         Ok(max.map(|m| m as CK_SLOT_ID))
     }
 
@@ -267,7 +272,7 @@ impl Tx for SqliteTx<'_> {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(db_err)?;
+            .map_err(|e| self.backend.read_err(e))?;
         Ok(slot.map(|s| s as CK_SLOT_ID))
     }
 

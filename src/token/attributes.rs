@@ -38,6 +38,11 @@ impl Attributes {
         self.0.insert(t, Zeroizing::new(v));
     }
 
+    /// Like `set`, for a value that is already zeroizing (no copy left behind).
+    pub fn set_zeroizing(&mut self, t: CK_ATTRIBUTE_TYPE, v: Zeroizing<Vec<u8>>) {
+        self.0.insert(t, v);
+    }
+
     pub fn set_bool(&mut self, t: CK_ATTRIBUTE_TYPE, v: bool) {
         self.set(t, vec![v as u8]);
     }

@@ -11,6 +11,7 @@ pub mod object;
 pub mod objects;
 mod operation;
 pub mod policy;
+pub mod records;
 mod session;
 mod slot;
 

@@ -174,12 +174,11 @@ impl Library {
         let op = s.find.as_mut().ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))?;
         let mut out = Vec::new();
         while out.len() < max && op.pos < op.results.len() {
-            let handle = op.results[op.pos];
-            op.pos += 1;
+            let end = (op.pos + max - out.len()).min(op.results.len());
+            let batch = &op.results[op.pos..end];
+            op.pos = end;
             // Objects destroyed since the search began are skipped, not returned stale.
-            if token.object(handle).is_ok() {
-                out.push(handle);
-            }
+            out.extend(token.still_visible(batch));
         }
         Ok(out)
     }

@@ -3,6 +3,7 @@
 
 use super::attributes::Attributes;
 use super::object::Object;
+use super::records;
 use crate::error::{fail, Error, Result};
 use crate::store::{Store, TokenRecord};
 use cryptoki_sys::*;
@@ -107,18 +108,47 @@ impl Token {
         // Another change happened since: reload, and keep the prepared object when the
         // attributes are unchanged so a busy signer does not re-prepare its keys.
         let attrs = match self.store.load(self.slot_id, handle)? {
-            Some(a) => a,
+            Some(o) => records::attributes(o),
             None => {
                 self.cache.remove(&handle);
                 return fail(CKR_OBJECT_HANDLE_INVALID);
             }
         };
+        Ok(self.remember(handle, attrs, generation))
+    }
+
+    /// Caches a token object read at `generation`, keeping the prepared object when the
+    /// attributes are unchanged so a busy signer does not re-prepare its keys.
+    fn remember(&self, handle: CK_OBJECT_HANDLE, attrs: Attributes, generation: u64) -> Arc<Object> {
         let obj = match self.cache.get(&handle) {
             Some(entry) if entry.0.attrs == attrs => entry.0.clone(),
             _ => Arc::new(Object::new(handle, attrs, None)),
         };
         self.cache.insert(handle, (obj.clone(), generation));
-        Ok(obj)
+        obj
+    }
+
+    /// Of `handles` (search results), those that still exist and are visible: one generation
+    /// read for all of them while nothing changed since they were cached.
+    pub fn still_visible(&self, handles: &[CK_OBJECT_HANDLE]) -> Vec<CK_OBJECT_HANDLE> {
+        let generation = self.store.generation(self.slot_id).ok();
+        let logged_in = self.user_logged_in();
+        handles
+            .iter()
+            .copied()
+            .filter(|h| {
+                let fresh = self
+                    .cache
+                    .get(h)
+                    .filter(|e| Some(e.1) == generation)
+                    .map(|e| logged_in || !e.0.attrs.is_private());
+                match fresh {
+                    Some(visible) => visible,
+                    // Changed since, or a session object: the full check.
+                    None => self.object(*h).is_ok(),
+                }
+            })
+            .collect()
     }
 
     /// Handles of the visible objects matching `template`, token objects first.
@@ -132,7 +162,21 @@ impl Token {
         };
         let mut out = Vec::new();
         if wants(CKA_TOKEN) != Some(false) && self.is_initialized() {
-            out.extend(self.store.find(self.slot_id, template, with_private)?);
+            // One store query; each record is opened once and cached, so the handles
+            // `C_FindObjects` returns need no second read. The generation is read first: a
+            // change in between makes the cache entries stale, never wrongly fresh.
+            let generation = self.store.generation(self.slot_id)?;
+            let found = self
+                .store
+                .find(self.slot_id, &records::query(template), with_private)?;
+            for o in found {
+                let handle = o.id;
+                let attrs = records::attributes(o);
+                if attrs.matches(template) {
+                    self.remember(handle, attrs, generation);
+                    out.push(handle);
+                }
+            }
         }
         if wants(CKA_TOKEN) != Some(true) {
             let mut session: Vec<_> = self
@@ -148,7 +192,8 @@ impl Token {
     }
 
     pub fn store_objects(&self, objects: &[&Attributes]) -> Result<Vec<CK_OBJECT_HANDLE>> {
-        self.store.create(self.slot_id, objects)
+        let records: Vec<_> = objects.iter().map(|a| records::split(a)).collect();
+        self.store.create(self.slot_id, &records)
     }
 
     pub fn update_object(&self, obj: &Object, attrs: Attributes) -> Result<()> {
@@ -157,7 +202,8 @@ impl Token {
             self.session_objects.insert(obj.handle, new);
             Ok(())
         } else {
-            self.store.update(self.slot_id, obj.handle, &attrs)?;
+            self.store
+                .update(self.slot_id, obj.handle, &records::split(&attrs))?;
             self.cache.remove(&obj.handle);
             Ok(())
         }
@@ -178,5 +224,62 @@ impl Token {
     /// Destroys the session objects a closing session owned.
     pub fn drop_session_objects(&self, session: CK_SESSION_HANDLE) {
         self.session_objects.retain(|_, o| o.owner != Some(session));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::backend::memory::MemoryBackend;
+    use crate::store::backend::testing::Probe;
+    use crate::store::{PinOwner, Sealed};
+
+    /// `C_FindObjects` on token objects: one search, then the handles are checked with one
+    /// generation read, not one load per object.
+    #[test]
+    fn a_search_and_its_results_take_a_constant_number_of_store_reads() {
+        let (backend, calls) = Probe::new(MemoryBackend::new());
+        let kdf = crate::store::sealed::crypt::KdfParams {
+            memory_kib: 64,
+            passes: 1,
+        };
+        let store: Arc<dyn Store> = Arc::new(Sealed::new(Box::new(backend), kdf, 3));
+        let record = store
+            .init_token(0, b"so-pin", &[b' '; 32], Some(b"user"))
+            .unwrap();
+        store.login(0, PinOwner::User, b"user").unwrap();
+        let token = Token::new(0, store.clone(), Some(record));
+        token.set_login_state(LoginState::User);
+        let keys: Vec<Attributes> = (0..40u8)
+            .map(|i| {
+                let mut a = Attributes::new();
+                a.set_ulong(CKA_CLASS, CKO_SECRET_KEY);
+                a.set_bool(CKA_TOKEN, true);
+                a.set_bool(CKA_PRIVATE, true);
+                a.set(CKA_LABEL, b"batch".to_vec());
+                a.set(CKA_ID, vec![i]);
+                a.set(CKA_VALUE, vec![i; 16]);
+                a
+            })
+            .collect();
+        token.store_objects(&keys.iter().collect::<Vec<_>>()).unwrap();
+        calls.reset();
+        let template = vec![(CKA_LABEL, b"batch".to_vec())];
+        let found = token.find(&template).unwrap();
+        assert_eq!(found.len(), 40);
+        let visible: Vec<_> = found.chunks(10).flat_map(|c| token.still_visible(c)).collect();
+        assert_eq!(visible, found);
+        // One generation read and one search, then one generation read per batch.
+        assert_eq!(calls.find.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(calls.object.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(calls.reads(), 2 + 4);
+        // The secret value came back opened, once, and is in the cache.
+        assert_eq!(
+            token.object(found[3]).unwrap().attrs.get(CKA_VALUE),
+            Some(&[3u8; 16][..])
+        );
+        // A destroyed object drops out of the results.
+        token.destroy_object(&token.object(found[0]).unwrap()).unwrap();
+        assert_eq!(token.still_visible(&found[..2]), vec![found[1]]);
     }
 }

@@ -186,7 +186,7 @@ fn delete_token(a: &Args) -> Result<()> {
     let so = a.so_pin.clone().map(|p| cryptoki::types::AuthPin::new(p.into()));
     let (_, slot, path) =
         tokens::delete_from_store(None, a.token.as_deref(), a.serial.as_deref(), so.as_ref())?;
-    println!("The token ({}, slot {slot}) has been deleted.", path.display());
+    println!("The token ({path}, slot {slot}) has been deleted.");
     Ok(())
 }
 

@@ -198,7 +198,9 @@ pub fn run(a: Migrate) -> Result<()> {
         return Ok(());
     }
     let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
-    let store = ferrohsm::store::sqlite::SqliteStore::from_config(&config)?;
+    let store = ferrohsm::store::open_sealed(&config)?;
+    // What is secret in each object is the token layer's decision, as for any token object.
+    let records: Vec<_> = objects.iter().map(ferrohsm::token::records::split).collect();
     let mut label = [b' '; 32];
     let n = token.label.len().min(32);
     label[..n].copy_from_slice(&token.label.as_bytes()[..n]);
@@ -207,12 +209,12 @@ pub fn run(a: Migrate) -> Result<()> {
         &token.serial,
         so.expose_secret().as_bytes(),
         user.as_ref().map(|u| u.expose_secret().as_bytes()),
-        &objects,
+        &records,
     ) {
         Ok(slot) => {
             println!(
                 "Migrated {summary} into ferrohsm slot {slot} ({}).",
-                store.path().display()
+                store.location()
             );
             Ok(())
         }

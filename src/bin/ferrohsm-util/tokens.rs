@@ -339,10 +339,7 @@ pub fn delete_token(a: DeleteToken) -> Result<()> {
         a.which.serial.as_deref(),
         Some(&so),
     )?;
-    println!(
-        "The token {label:?} (slot {slot}) has been deleted from {}.",
-        path.display()
-    );
+    println!("The token {label:?} (slot {slot}) has been deleted from {path}.");
     Ok(())
 }
 
@@ -353,14 +350,14 @@ pub fn delete_from_store(
     label: Option<&str>,
     serial: Option<&str>,
     so_pin: Option<&cryptoki::types::AuthPin>,
-) -> Result<(String, u64, std::path::PathBuf)> {
+) -> Result<(String, u64, String)> {
     use ferrohsm::store::{PinOwner, Store};
     use secrecy::ExposeSecret;
     let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
     if config.store.backend != "sqlite" {
         return Err("deleting tokens works on the sqlite store; the configured store is in memory".into());
     }
-    let store = ferrohsm::store::sqlite::SqliteStore::from_config(&config)?;
+    let store = ferrohsm::store::open_sealed(&config)?;
     let tokens = store
         .tokens()
         .map_err(|e| format!("cannot read the store: {e}"))?;
@@ -384,7 +381,7 @@ pub fn delete_from_store(
     store
         .delete_token(token.slot_id)
         .map_err(|e| format!("cannot delete the token: {e}"))?;
-    Ok((label_of(token), token.slot_id, store.path().to_path_buf()))
+    Ok((label_of(token), token.slot_id, store.location()))
 }
 
 #[derive(Args)]

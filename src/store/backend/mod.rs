@@ -1,0 +1,138 @@
+//! The row-level trait every storage backend implements, and nothing more: token rows, object
+//! rows with their index columns, PIN counters, the change generation, and one write
+//! transaction. Rows hold only what the sealed layer (`store::sealed`) made of them: wraps,
+//! sealed blobs and keyed hashes. A backend seals nothing, checks no PIN and knows no
+//! PKCS#11; a new backend (PostgreSQL, say) is one more module here.
+
+pub mod memory;
+pub mod sqlite;
+#[cfg(test)]
+pub(crate) mod testing;
+
+use super::PinCounter;
+use crate::error::{Error, Result};
+use cryptoki_sys::*;
+
+/// One PIN of a token: the token key wrapped under it, and its failure counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinRow {
+    /// `None` for a user PIN not yet set; the SO PIN always has one.
+    pub wrap: Option<Vec<u8>>,
+    pub counter: PinCounter,
+}
+
+/// One token as a backend keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenRow {
+    pub slot_id: CK_SLOT_ID,
+    pub label: Vec<u8>,
+    pub serial: String,
+    pub so: PinRow,
+    pub user: PinRow,
+    pub max_failures: u32,
+    /// Changes whenever an object of the token changes (`Tx::bump_generation`); written by
+    /// nothing else.
+    pub generation: u64,
+}
+
+/// One object as a backend keeps it. `key_id` and `label` are the index columns: clear values
+/// of public objects, keyed hashes of private ones. `clear` and `sealed` are opaque blobs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectRow {
+    pub id: u64,
+    pub private: bool,
+    pub class: Option<u64>,
+    pub key_id: Option<Vec<u8>>,
+    pub label: Option<Vec<u8>>,
+    pub clear: Vec<u8>,
+    pub sealed: Vec<u8>,
+}
+
+/// A search over the index columns: a row matches when every named column holds one of the
+/// values given for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowQuery {
+    /// Leave out rows with `private` set.
+    pub public_only: bool,
+    pub class: Option<u64>,
+    pub key_id: Option<Vec<Vec<u8>>>,
+    pub label: Option<Vec<Vec<u8>>>,
+}
+
+impl RowQuery {
+    /// Whether `row` matches; backends that cannot do it in a query language use this.
+    pub fn matches(&self, row: &ObjectRow) -> bool {
+        let any = |want: &Option<Vec<Vec<u8>>>, have: &Option<Vec<u8>>| match want {
+            None => true,
+            Some(values) => have.as_ref().is_some_and(|h| values.iter().any(|v| v == h)),
+        };
+        !(self.public_only && row.private)
+            && self.class.is_none_or(|c| row.class == Some(c))
+            && any(&self.key_id, &row.key_id)
+            && any(&self.label, &row.label)
+    }
+}
+
+/// A storage backend. Reads outside a transaction may run concurrently with anything (the
+/// signing path reads without a lock); every change goes through `write`.
+pub trait Backend: Send + Sync {
+    /// Where the store lives, for log lines the operator acts on (a path, a URL without
+    /// password).
+    fn location(&self) -> String;
+    /// Every token, in slot order.
+    fn tokens(&self) -> Result<Vec<TokenRow>>;
+    /// The generation of a token; 0 when there is none.
+    fn generation(&self, slot: CK_SLOT_ID) -> Result<u64>;
+    fn object(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>>;
+    /// The objects of a token matching `query`, in id order: one query.
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>>;
+    /// Runs `f` as one transaction: everything it wrote is committed when it returns `Ok`,
+    /// nothing when it returns an error (which `write` returns). Writers are serialised with
+    /// every other writer of the store, in any process or host (SQLite: BEGIN IMMEDIATE;
+    /// PostgreSQL: SERIALIZABLE, or row locks taken by `Tx::token`). A backend may run `f`
+    /// again after a serialisation failure, so `f` must not keep effects of an earlier run.
+    fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
+}
+
+/// The operations of one write transaction.
+pub trait Tx {
+    /// A token row, locked against other writers until the transaction ends
+    /// (`SELECT … FOR UPDATE`), so a read-modify-write of its counters is atomic.
+    fn token(&mut self, slot: CK_SLOT_ID) -> Result<Option<TokenRow>>;
+    /// The highest slot in use.
+    fn max_slot(&mut self) -> Result<Option<CK_SLOT_ID>>;
+    /// The slot of the token with `serial`.
+    fn slot_of_serial(&mut self, serial: &str) -> Result<Option<CK_SLOT_ID>>;
+    fn insert_token(&mut self, row: &TokenRow) -> Result<()>;
+    /// Writes every column of the token but its generation.
+    fn update_token(&mut self, row: &TokenRow) -> Result<()>;
+    /// Removes a token and all its objects; whether it existed.
+    fn delete_token(&mut self, slot: CK_SLOT_ID) -> Result<bool>;
+    fn delete_objects(&mut self, slot: CK_SLOT_ID) -> Result<()>;
+    /// Allocates the id of a new object of `slot` (unique across the store, never reused) and
+    /// holds an empty private row for it until `put_object` fills it in this transaction.
+    /// Ids come first because every seal of the object names its id.
+    fn new_object(&mut self, slot: CK_SLOT_ID) -> Result<u64>;
+    /// Writes an existing row (`row.id`); whether there was one in `slot`.
+    fn put_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<bool>;
+    /// Whether there was one.
+    fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool>;
+    fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()>;
+}
+
+/// `Backend::write` with a result: runs `f` in one transaction and returns what its last run
+/// returned.
+pub fn transact<R>(b: &dyn Backend, mut f: impl FnMut(&mut dyn Tx) -> Result<R>) -> Result<R> {
+    let mut out = None;
+    b.write(&mut |tx| {
+        out = Some(f(tx)?);
+        Ok(())
+    })?;
+    out.ok_or_else(|| {
+        log::error!(
+            "token store {}: a transaction committed without running",
+            b.location()
+        );
+        Error(CKR_GENERAL_ERROR)
+    })
+}

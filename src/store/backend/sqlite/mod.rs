@@ -1,0 +1,386 @@
+//! The embedded backend: one SQLite database per store directory, shared safely by every
+//! process that opens it (WAL, BEGIN IMMEDIATE for writers). Rows only: the sealed layer
+//! above made every wrap, seal and keyed hash they hold.
+
+mod file;
+
+pub use file::{DB_NAME, MARKER_NAME};
+
+use super::{Backend, ObjectRow, PinRow, RowQuery, TokenRow, Tx};
+use crate::error::{fail, Error, Result};
+use crate::store::{PinCounter, MAX_OBJECT_ID};
+use cryptoki_sys::*;
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+
+pub struct SqliteBackend {
+    /// The writer; also used for reads that must see its own transaction.
+    conn: Mutex<Connection>,
+    /// One read connection per thread: lookups on the signing path share no lock.
+    readers: thread_local::ThreadLocal<std::cell::RefCell<Option<Connection>>>,
+    path: PathBuf,
+    /// Device and inode of the file at `path` when it was opened.
+    identity: (u64, u64),
+}
+
+const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation";
+
+fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
+    let pin = |at: usize| -> rusqlite::Result<PinRow> {
+        Ok(PinRow {
+            wrap: r.get(at)?,
+            counter: PinCounter {
+                failures: r.get(at + 1)?,
+                attempts: r.get::<_, i64>(at + 2)? as u64,
+                locked: r.get(at + 3)?,
+            },
+        })
+    };
+    Ok(TokenRow {
+        slot_id: r.get::<_, i64>(0)? as CK_SLOT_ID,
+        label: r.get(1)?,
+        serial: r.get(2)?,
+        so: pin(3)?,
+        user: pin(7)?,
+        max_failures: r.get(11)?,
+        generation: r.get::<_, i64>(12)? as u64,
+    })
+}
+
+const OBJECT_COLUMNS: &str = "id, private, class, key_id, label, clear, sealed";
+
+fn object_from_row(r: &rusqlite::Row) -> rusqlite::Result<ObjectRow> {
+    Ok(ObjectRow {
+        id: r.get::<_, i64>(0)? as u64,
+        private: r.get(1)?,
+        class: r.get::<_, Option<i64>>(2)?.map(|c| c as u64),
+        key_id: r.get(3)?,
+        label: r.get(4)?,
+        clear: r.get(5)?,
+        sealed: r.get(6)?,
+    })
+}
+
+impl SqliteBackend {
+    /// Opens (or, where none can have been, creates) the store in `dir`; see `file::open`.
+    pub fn open(dir: &Path) -> std::result::Result<Self, String> {
+        let (conn, path, identity) = file::open(dir)?;
+        Ok(SqliteBackend {
+            conn: Mutex::new(conn),
+            readers: thread_local::ThreadLocal::new(),
+            path,
+            identity,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts a write transaction after checking that the store file is still the one this
+    /// process opened: SQLite would go on writing into a deleted or replaced file, and the
+    /// writes would be lost without an error. Reads (the signing path) are not checked.
+    fn begin_write<'c>(&self, conn: &'c mut Connection) -> Result<rusqlite::Transaction<'c>> {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.write_err(e))?;
+        match file::identity(&self.path) {
+            Ok(id) if id == self.identity => Ok(tx),
+            _ => {
+                log::error!(
+                    "token store {} was removed or replaced while in use; restore it and restart the application",
+                    self.path.display()
+                );
+                Err(Error(CKR_DEVICE_ERROR))
+            }
+        }
+    }
+
+    /// The error of a failed read: a row SQLite cannot give back, or one that does not have
+    /// the shape of its column, is a damaged store, named in the log.
+    fn read_err(&self, e: rusqlite::Error) -> Error {
+        log::error!(
+            "token store {}: cannot read ({e}); if this persists the file is damaged: restore it from a backup",
+            self.path.display()
+        );
+        Error(CKR_DEVICE_ERROR)
+    }
+
+    /// The error of a failed write, with a log line naming the store and what to do.
+    fn write_err(&self, e: rusqlite::Error) -> Error {
+        use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked, DiskFull};
+        let code = e.sqlite_error_code();
+        let what = match code {
+            Some(DiskFull) => "free disk space on its file system and retry",
+            Some(DatabaseBusy | DatabaseLocked) => {
+                "another process has held its write lock for over 30 s; find it (fuser on the file) and retry"
+            }
+            _ => "check that the file and its directory are writable (permissions, read-only mounts, immutable flags) and retry",
+        };
+        log::error!("token store {}: cannot write ({e}); {what}", self.path.display());
+        Error(if code == Some(DiskFull) {
+            CKR_DEVICE_MEMORY
+        } else {
+            CKR_DEVICE_ERROR
+        })
+    }
+
+    /// Runs a read on this thread's own connection, opened on first use.
+    fn read<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        let cell = self.readers.get_or(|| std::cell::RefCell::new(None));
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let c = Connection::open_with_flags(
+                &self.path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| self.read_err(e))?;
+            c.busy_timeout(std::time::Duration::from_secs(30))
+                .map_err(|e| self.read_err(e))?;
+            *slot = Some(c);
+        }
+        let Some(conn) = slot.as_ref() else {
+            return fail(CKR_GENERAL_ERROR);
+        };
+        f(conn).map_err(|e| self.read_err(e))
+    }
+}
+
+/// The search as SQL: indexed on `key_id` and `label`; `+class` keeps the planner off the
+/// class, which alone selects too little to be worth an index lookup.
+fn find_sql(slot: CK_SLOT_ID, q: &RowQuery) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = format!("SELECT {OBJECT_COLUMNS} FROM objects WHERE slot_id = ?1");
+    let mut args: Vec<rusqlite::types::Value> = vec![(slot as i64).into()];
+    if q.public_only {
+        sql.push_str(" AND private = 0");
+    }
+    for (values, col) in [(&q.key_id, "key_id"), (&q.label, "label")] {
+        if let Some(values) = values {
+            let mut marks = Vec::new();
+            for v in values {
+                args.push(v.clone().into());
+                marks.push(format!("?{}", args.len()));
+            }
+            sql.push_str(&format!(" AND {col} IN ({})", marks.join(", ")));
+        }
+    }
+    if let Some(c) = q.class {
+        args.push((c as i64).into());
+        sql.push_str(&format!(" AND +class = ?{}", args.len()));
+    }
+    sql.push_str(" ORDER BY id");
+    (sql, args)
+}
+
+impl Backend for SqliteBackend {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenRow>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(&format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY slot_id"))?;
+            let rows = st.query_map([], token_from_row)?;
+            rows.collect()
+        })
+    }
+
+    fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {
+        let g: Option<i64> = self.read(|c| {
+            c.prepare_cached("SELECT generation FROM tokens WHERE slot_id = ?1")?
+                .query_row(params![slot as i64], |r| r.get(0))
+                .optional()
+        })?;
+        Ok(g.unwrap_or(0) as u64)
+    }
+
+    fn object(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>> {
+        self.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {OBJECT_COLUMNS} FROM objects WHERE id = ?1 AND slot_id = ?2"
+            ))?
+            .query_row(params![id as i64, slot as i64], object_from_row)
+            .optional()
+        })
+    }
+
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
+        let (sql, args) = find_sql(slot, query);
+        self.read(|c| {
+            let mut st = c.prepare_cached(&sql)?;
+            let rows = st.query_map(rusqlite::params_from_iter(args), object_from_row)?;
+            rows.collect()
+        })
+    }
+
+    fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        let mut conn = self.conn.lock();
+        let tx = self.begin_write(&mut conn)?;
+        // Dropped without commit on an error: SQLite rolls back.
+        f(&mut SqliteTx {
+            tx: &tx,
+            backend: self,
+        })?;
+        tx.commit().map_err(|e| self.write_err(e))
+    }
+}
+
+struct SqliteTx<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    backend: &'a SqliteBackend,
+}
+
+impl SqliteTx<'_> {
+    /// A change: its error names the store and what to do (a full disk is CKR_DEVICE_MEMORY).
+    fn change(&self, sql: &str, args: impl rusqlite::Params) -> Result<usize> {
+        self.tx
+            .prepare_cached(sql)
+            .and_then(|mut st| st.execute(args))
+            .map_err(|e| self.backend.write_err(e))
+    }
+}
+
+impl Tx for SqliteTx<'_> {
+    fn token(&mut self, slot: CK_SLOT_ID) -> Result<Option<TokenRow>> {
+        // BEGIN IMMEDIATE already holds the write lock: the row cannot change under us.
+        self.tx
+            .query_row(
+                &format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE slot_id = ?1"),
+                params![slot as i64],
+                token_from_row,
+            )
+            .optional()
+            .map_err(|e| self.backend.read_err(e))
+    }
+
+    fn max_slot(&mut self) -> Result<Option<CK_SLOT_ID>> {
+        let max: Option<i64> = self
+            .tx
+            .query_row("SELECT MAX(slot_id) FROM tokens", [], |r| r.get(0))
+            .map_err(|e| self.backend.read_err(e))?;
+        Ok(max.map(|m| m as CK_SLOT_ID))
+    }
+
+    fn slot_of_serial(&mut self, serial: &str) -> Result<Option<CK_SLOT_ID>> {
+        let slot: Option<i64> = self
+            .tx
+            .query_row(
+                "SELECT slot_id FROM tokens WHERE serial = ?1",
+                params![serial],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.backend.read_err(e))?;
+        Ok(slot.map(|s| s as CK_SLOT_ID))
+    }
+
+    fn insert_token(&mut self, t: &TokenRow) -> Result<()> {
+        self.change(
+            "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
+             user_wrap, user_failures, user_attempts, user_locked, max_failures) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                t.slot_id as i64,
+                t.label,
+                t.serial,
+                t.so.wrap,
+                t.so.counter.failures,
+                t.so.counter.attempts as i64,
+                t.so.counter.locked,
+                t.user.wrap,
+                t.user.counter.failures,
+                t.user.counter.attempts as i64,
+                t.user.counter.locked,
+                t.max_failures
+            ],
+        )
+        .map(|_| ())
+    }
+
+    fn update_token(&mut self, t: &TokenRow) -> Result<()> {
+        self.change(
+            "UPDATE tokens SET label = ?2, serial = ?3, so_wrap = ?4, so_failures = ?5, so_attempts = ?6, \
+             so_locked = ?7, user_wrap = ?8, user_failures = ?9, user_attempts = ?10, user_locked = ?11, \
+             max_failures = ?12 WHERE slot_id = ?1",
+            params![
+                t.slot_id as i64,
+                t.label,
+                t.serial,
+                t.so.wrap,
+                t.so.counter.failures,
+                t.so.counter.attempts as i64,
+                t.so.counter.locked,
+                t.user.wrap,
+                t.user.counter.failures,
+                t.user.counter.attempts as i64,
+                t.user.counter.locked,
+                t.max_failures
+            ],
+        )
+        .map(|_| ())
+    }
+
+    fn delete_token(&mut self, slot: CK_SLOT_ID) -> Result<bool> {
+        // Objects go with it (ON DELETE CASCADE).
+        Ok(self.change("DELETE FROM tokens WHERE slot_id = ?1", params![slot as i64])? > 0)
+    }
+
+    fn delete_objects(&mut self, slot: CK_SLOT_ID) -> Result<()> {
+        self.change("DELETE FROM objects WHERE slot_id = ?1", params![slot as i64])
+            .map(|_| ())
+    }
+
+    fn new_object(&mut self, slot: CK_SLOT_ID) -> Result<u64> {
+        self.change(
+            "INSERT INTO objects (slot_id, private, clear, sealed) VALUES (?1, 1, x'', x'')",
+            params![slot as i64],
+        )?;
+        let id = self.tx.last_insert_rowid() as u64;
+        if id >= MAX_OBJECT_ID {
+            return crate::error::fail_because(
+                CKR_DEVICE_MEMORY,
+                "the token store has run out of object ids",
+            );
+        }
+        Ok(id)
+    }
+
+    fn put_object(&mut self, slot: CK_SLOT_ID, o: &ObjectRow) -> Result<bool> {
+        let n = self.change(
+            "UPDATE objects SET private = ?3, class = ?4, key_id = ?5, label = ?6, clear = ?7, sealed = ?8 \
+             WHERE id = ?1 AND slot_id = ?2",
+            params![
+                o.id as i64,
+                slot as i64,
+                o.private,
+                o.class.map(|c| c as i64),
+                o.key_id,
+                o.label,
+                o.clear,
+                o.sealed
+            ],
+        )?;
+        Ok(n > 0)
+    }
+
+    fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
+        let n = self.change(
+            "DELETE FROM objects WHERE id = ?1 AND slot_id = ?2",
+            params![id as i64, slot as i64],
+        )?;
+        Ok(n > 0)
+    }
+
+    fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()> {
+        self.change(
+            "UPDATE tokens SET generation = generation + 1 WHERE slot_id = ?1",
+            params![slot as i64],
+        )
+        .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,67 @@
+//! Tests of what only the SQLite backend has: schema migration and the query plan.
+
+use super::file::{SCHEMA_V1, SCHEMA_VERSION};
+use super::*;
+
+fn plan(b: &SqliteBackend, q: &RowQuery) -> String {
+    let (sql, args) = find_sql(0, q);
+    let conn = b.conn.lock();
+    let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let rows = st
+        .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+        .unwrap();
+    rows.map(|r| r.unwrap()).collect::<Vec<_>>().join("; ")
+}
+
+#[test]
+fn a_schema_1_store_keeps_its_counters_and_gains_attempt_tickets() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let c = Connection::open(dir.path().join(DB_NAME)).unwrap();
+        c.execute_batch(SCHEMA_V1).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute(
+            "INSERT INTO tokens (slot_id, label, serial, so_wrap, user_failures, max_failures) \
+             VALUES (0, x'', '00', x'00', 2, 3)",
+            [],
+        )
+        .unwrap();
+    }
+    let b = SqliteBackend::open(dir.path()).unwrap();
+    let t = &b.tokens().unwrap()[0];
+    assert_eq!(t.user.counter.failures, 2);
+    assert_eq!(t.user.counter.attempts, 0);
+    assert_eq!(t.max_failures, 3);
+    let version: i64 = b
+        .conn
+        .lock()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert!(dir.path().join(MARKER_NAME).exists());
+}
+
+#[test]
+fn searches_by_id_and_label_use_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = SqliteBackend::open(dir.path()).unwrap();
+    let two = |v: &[u8]| Some(vec![v.to_vec(), vec![7u8; 32]]);
+    let by_id = plan(
+        &b,
+        &RowQuery {
+            class: Some(CKO_PRIVATE_KEY),
+            key_id: two(b"id"),
+            ..RowQuery::default()
+        },
+    );
+    assert!(by_id.contains("USING INDEX objects_by_id"), "{by_id}");
+    let by_label = plan(
+        &b,
+        &RowQuery {
+            class: Some(CKO_PRIVATE_KEY),
+            label: two(b"zsk"),
+            ..RowQuery::default()
+        },
+    );
+    assert!(by_label.contains("USING INDEX objects_by_label"), "{by_label}");
+}

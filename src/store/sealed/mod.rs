@@ -1,0 +1,299 @@
+//! The sealed layer: the security of the store, implemented once over any `Backend`. It owns
+//! the token key of every token this process is logged in to, wraps it under each PIN
+//! (Argon2id, `pin`), counts PIN attempts (`lockout`), seals secret values and keeps lookup
+//! hashes of private ones (`objects`). Backends only ever see what it hands them.
+
+pub mod crypt;
+pub mod lockout;
+mod objects;
+mod pin;
+
+use super::backend::{transact, Backend, PinRow, TokenRow};
+use super::{Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
+use crate::error::{fail, fail_because, Error, Result};
+use crypt::{KdfParams, Key};
+use cryptoki_sys::*;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+
+pub struct Sealed {
+    backend: Box<dyn Backend>,
+    kdf: KdfParams,
+    /// The failure limit of tokens this process creates.
+    max_failures: u32,
+    /// Token keys of tokens this process is logged in to.
+    keys: Mutex<HashMap<CK_SLOT_ID, Key>>,
+    /// Logins after the first one skip the KDF (GnuTLS logs in once per object it lists).
+    pins: pin::PinKeyCache,
+}
+
+fn record(row: &TokenRow) -> TokenRecord {
+    let mut label = [b' '; 32];
+    let n = row.label.len().min(32);
+    label[..n].copy_from_slice(&row.label[..n]);
+    let mut serial = [b' '; 16];
+    let n = row.serial.len().min(16);
+    serial[..n].copy_from_slice(&row.serial.as_bytes()[..n]);
+    let state = |p: &PinRow| PinState {
+        failures: p.counter.failures,
+        locked: p.counter.locked,
+    };
+    TokenRecord {
+        slot_id: row.slot_id,
+        label,
+        serial,
+        user_pin_initialized: row.user.wrap.is_some(),
+        so_pin: state(&row.so),
+        user_pin: state(&row.user),
+        max_failures: row.max_failures,
+    }
+}
+
+/// The row of a new token; the caller sets its wraps.
+fn new_row(slot: CK_SLOT_ID, label: &[u8], serial: String, max_failures: u32) -> TokenRow {
+    TokenRow {
+        slot_id: slot,
+        label: label.to_vec(),
+        serial,
+        max_failures,
+        ..TokenRow::default()
+    }
+}
+
+impl Sealed {
+    pub fn new(backend: Box<dyn Backend>, kdf: KdfParams, max_failures: u32) -> Self {
+        Sealed {
+            backend,
+            kdf,
+            max_failures,
+            keys: Mutex::new(HashMap::new()),
+            pins: pin::PinKeyCache::new(),
+        }
+    }
+
+    /// Where the store lives (a path), for messages to the operator.
+    pub fn location(&self) -> String {
+        self.backend.location()
+    }
+
+    fn token_key(&self, slot: CK_SLOT_ID) -> Option<Key> {
+        self.keys.lock().get(&slot).cloned()
+    }
+
+    /// Creates a complete token in one transaction (migration): label and serial as given,
+    /// wraps for both PINs, and every object. Nothing is written when any step fails; a token
+    /// with the same serial already present is refused.
+    pub fn import_token(
+        &self,
+        label: &[u8; 32],
+        serial: &str,
+        so_pin: &[u8],
+        user_pin: Option<&[u8]>,
+        objects: &[ObjectRecord],
+    ) -> Result<CK_SLOT_ID> {
+        let token_key = crypt::random_key();
+        transact(&*self.backend, |tx| {
+            if let Some(slot) = tx.slot_of_serial(serial)? {
+                return fail_because(
+                    CKR_FUNCTION_FAILED,
+                    format!("a token with serial {serial} already exists in slot {slot}"),
+                );
+            }
+            let slot = tx.max_slot()?.map_or(0, |m| m + 1);
+            let mut row = new_row(slot, label, serial.to_string(), self.max_failures);
+            row.so.wrap = Some(self.wrap(&token_key, slot, PinOwner::So, so_pin).0);
+            row.user.wrap = user_pin.map(|p| self.wrap(&token_key, slot, PinOwner::User, p).0);
+            tx.insert_token(&row)?;
+            for o in objects {
+                let id = tx.new_object(slot)?;
+                let encoded = self.encode(slot, id, o, Some(&token_key))?;
+                tx.put_object(slot, &encoded)?;
+            }
+            Ok(slot)
+        })
+    }
+
+    /// Removes a token and all its objects (`ferrohsm-util delete-token`).
+    pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
+        let gone = transact(&*self.backend, |tx| tx.delete_token(slot))?;
+        self.keys.lock().remove(&slot);
+        Ok(gone)
+    }
+}
+
+impl Store for Sealed {
+    fn tokens(&self) -> Result<Vec<TokenRecord>> {
+        Ok(self.backend.tokens()?.iter().map(record).collect())
+    }
+
+    fn init_token(
+        &self,
+        slot: CK_SLOT_ID,
+        so_pin: &[u8],
+        label: &[u8; 32],
+        user_pin: Option<&[u8]>,
+    ) -> Result<TokenRecord> {
+        let exists = self.backend.tokens()?.iter().any(|t| t.slot_id == slot);
+        if exists {
+            self.check_pin(slot, PinOwner::So, so_pin)?;
+        }
+        // The KDF runs before the write transaction so other processes are not held up.
+        let token_key = crypt::random_key();
+        let (so_wrap, so_key) = self.wrap(&token_key, slot, PinOwner::So, so_pin);
+        let user = user_pin.map(|p| (p, self.wrap(&token_key, slot, PinOwner::User, p)));
+        let user_wrap = user.as_ref().map(|(_, (w, _))| w.clone());
+        let row = transact(&*self.backend, |tx| {
+            let mut row = if exists {
+                // Re-initialisation: same slot and serial, new token key, no objects, no user
+                // PIN; the attempt tickets keep growing.
+                let Some(mut row) = tx.token(slot)? else {
+                    return fail(CKR_TOKEN_NOT_RECOGNIZED);
+                };
+                tx.delete_objects(slot)?;
+                tx.bump_generation(slot)?;
+                row.label = label.to_vec();
+                row.so.counter.failures = 0;
+                row.so.counter.locked = false;
+                row.user.counter.failures = 0;
+                row.user.counter.locked = false;
+                row
+            } else {
+                let free = tx.max_slot()?.map_or(0, |m| m + 1);
+                if slot != free {
+                    return fail_because(
+                        CKR_SLOT_ID_INVALID,
+                        format!("slot {slot} is not the free slot ({free})"),
+                    );
+                }
+                let mut rnd = [0u8; 8];
+                getrandom::fill(&mut rnd).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+                let serial: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+                new_row(slot, label, serial, self.max_failures)
+            };
+            row.so.wrap = Some(so_wrap.clone());
+            row.user.wrap = user_wrap.clone();
+            if exists {
+                tx.update_token(&row)?;
+            } else {
+                tx.insert_token(&row)?;
+            }
+            Ok(row)
+        })?;
+        self.keys.lock().remove(&slot);
+        self.pins.remember(slot, PinOwner::So, &so_wrap, so_pin, so_key);
+        if let Some((p, (wrap, key))) = user {
+            self.pins.remember(slot, PinOwner::User, &wrap, p, key);
+        }
+        Ok(record(&row))
+    }
+
+    fn login(&self, slot: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
+        let key = self.check_pin(slot, who, pin)?;
+        self.keys.lock().insert(slot, key);
+        Ok(())
+    }
+
+    fn logout(&self, slot: CK_SLOT_ID) {
+        self.keys.lock().remove(&slot);
+    }
+
+    fn init_pin(&self, slot: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
+        let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
+        let (wrap, pin_key) = self.wrap(&token_key, slot, PinOwner::User, pin);
+        transact(&*self.backend, |tx| {
+            let Some(mut row) = tx.token(slot)? else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            row.user.wrap = Some(wrap.clone());
+            // A new PIN starts a new count; the ticket counter keeps growing.
+            row.user.counter.failures = 0;
+            row.user.counter.locked = false;
+            tx.update_token(&row)
+        })?;
+        self.pins.remember(slot, PinOwner::User, &wrap, pin, pin_key);
+        Ok(())
+    }
+
+    fn set_pin(&self, slot: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
+        let token_key = self.check_pin(slot, who, old)?;
+        // Re-wrap only: objects stay sealed under the same token key.
+        let (wrap, pin_key) = self.wrap(&token_key, slot, who, new);
+        transact(&*self.backend, |tx| {
+            let Some(mut row) = tx.token(slot)? else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            pin::of(&mut row, who).wrap = Some(wrap.clone());
+            tx.update_token(&row)
+        })?;
+        self.pins.remember(slot, who, &wrap, new, pin_key);
+        Ok(())
+    }
+
+    fn find(&self, slot: CK_SLOT_ID, query: &Index, with_private: bool) -> Result<Vec<StoredObject>> {
+        let key = if with_private { self.token_key(slot) } else { None };
+        let rows = self
+            .backend
+            .find(slot, &objects::row_query(query, key.as_ref()))?;
+        // A damaged record is reported (in decode) and left out; the search goes on.
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| self.decode(slot, r, key.as_ref()).ok().flatten())
+            .collect())
+    }
+
+    fn load(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<StoredObject>> {
+        match self.backend.object(slot, id)? {
+            Some(row) => self.decode(slot, row, self.token_key(slot).as_ref()),
+            None => Ok(None),
+        }
+    }
+
+    fn create(&self, slot: CK_SLOT_ID, objects: &[ObjectRecord]) -> Result<Vec<u64>> {
+        let key = self.token_key(slot);
+        transact(&*self.backend, |tx| {
+            let mut ids = Vec::with_capacity(objects.len());
+            for o in objects {
+                // The id is part of every seal's associated data, so sealing follows it.
+                let id = tx.new_object(slot)?;
+                let row = self.encode(slot, id, o, key.as_ref())?;
+                tx.put_object(slot, &row)?;
+                ids.push(id);
+            }
+            tx.bump_generation(slot)?;
+            Ok(ids)
+        })
+    }
+
+    fn update(&self, slot: CK_SLOT_ID, id: u64, record: &ObjectRecord) -> Result<()> {
+        let row = self.encode(slot, id, record, self.token_key(slot).as_ref())?;
+        transact(&*self.backend, |tx| {
+            if !tx.put_object(slot, &row)? {
+                return fail(CKR_OBJECT_HANDLE_INVALID);
+            }
+            tx.bump_generation(slot)
+        })
+    }
+
+    fn destroy(&self, slot: CK_SLOT_ID, id: u64) -> Result<()> {
+        transact(&*self.backend, |tx| {
+            if !tx.delete_object(slot, id)? {
+                return fail(CKR_OBJECT_HANDLE_INVALID);
+            }
+            tx.bump_generation(slot)
+        })
+    }
+
+    fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {
+        self.backend.generation(slot)
+    }
+}
+
+impl Drop for Sealed {
+    fn drop(&mut self) {
+        self.keys.lock().clear();
+        self.pins.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests;

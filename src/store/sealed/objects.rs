@@ -1,0 +1,151 @@
+//! Objects at rest: a record's secret values sealed one by one with the token key (AES-256-GCM,
+//! bound to token, object and type), its clear values kept as they are, and the index values of
+//! private records replaced by keyed hashes. The blob format is the schema-2 one:
+//! (type u64, length u32, value)*, little endian.
+
+use super::crypt::{self, Key};
+use super::Sealed;
+use crate::error::{Error, Result};
+use crate::store::backend::{ObjectRow, RowQuery};
+use crate::store::{Fields, Index, ObjectRecord, StoredObject};
+use cryptoki_sys::*;
+use zeroize::Zeroizing;
+
+/// The tags the lookup hashes of the index columns are made under. They are the PKCS#11
+/// numbers of `CKA_ID` and `CKA_LABEL` because schema-2 stores were written with them.
+const ID_TAG: u64 = CKA_ID;
+const LABEL_TAG: u64 = CKA_LABEL;
+
+fn attr_aad(slot: CK_SLOT_ID, id: u64, t: u64) -> Vec<u8> {
+    let mut a = b"ferrohsm attribute".to_vec();
+    a.extend_from_slice(&slot.to_be_bytes());
+    a.extend_from_slice(&id.to_be_bytes());
+    a.extend_from_slice(&t.to_be_bytes());
+    a
+}
+
+pub(super) fn to_bytes<'a>(fields: impl IntoIterator<Item = (u64, &'a [u8])>) -> Zeroizing<Vec<u8>> {
+    let mut out = Zeroizing::new(Vec::new());
+    for (t, v) in fields {
+        out.extend_from_slice(&t.to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+pub(super) fn from_bytes(mut b: &[u8]) -> Option<Fields> {
+    let mut out = Fields::new();
+    while !b.is_empty() {
+        let t = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        let len = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as usize;
+        let v = b.get(12..12usize.checked_add(len)?)?;
+        out.push((t, Zeroizing::new(v.to_vec())));
+        b = &b[12 + len..];
+    }
+    Some(out)
+}
+
+/// The backend search for `query`: index values in clear for public records, and, with the
+/// token key, keyed hashes for private ones.
+pub(super) fn row_query(query: &Index, key: Option<&Key>) -> RowQuery {
+    let values = |tag: u64, v: &Option<Vec<u8>>| {
+        v.as_ref().map(|v| {
+            let hashed = key.map_or_else(|| v.clone(), |k| crypt::lookup_hash(k, tag, v));
+            vec![v.clone(), hashed]
+        })
+    };
+    RowQuery {
+        public_only: key.is_none(),
+        class: query.class,
+        key_id: values(ID_TAG, &query.id),
+        label: values(LABEL_TAG, &query.label),
+    }
+}
+
+impl Sealed {
+    /// The row of `record` as object `id`. A private record, or one with secret values, needs
+    /// the token key (a login).
+    pub(super) fn encode(
+        &self,
+        slot: CK_SLOT_ID,
+        id: u64,
+        record: &ObjectRecord,
+        key: Option<&Key>,
+    ) -> Result<ObjectRow> {
+        let needs_key = record.private || !record.secret.is_empty();
+        let key = match key {
+            Some(k) => Some(k),
+            None if needs_key => {
+                log::info!("slot {slot}: storing private or secret material needs a user login");
+                return Err(Error(CKR_USER_NOT_LOGGED_IN));
+            }
+            None => None,
+        };
+        let sealed: Vec<(u64, Vec<u8>)> = match key {
+            Some(k) => record
+                .secret
+                .iter()
+                .map(|(t, v)| (*t, crypt::seal(k, v, &attr_aad(slot, id, *t))))
+                .collect(),
+            None => vec![],
+        };
+        let lookup = |tag: u64, v: &Option<Vec<u8>>| -> Option<Vec<u8>> {
+            let v = v.as_ref()?;
+            Some(match (key, record.private) {
+                (Some(k), true) => crypt::lookup_hash(k, tag, v),
+                _ => v.clone(),
+            })
+        };
+        Ok(ObjectRow {
+            id,
+            private: record.private,
+            class: record.index.class,
+            key_id: lookup(ID_TAG, &record.index.id),
+            label: lookup(LABEL_TAG, &record.index.label),
+            clear: to_bytes(record.clear.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec(),
+            sealed: to_bytes(sealed.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec(),
+        })
+    }
+
+    /// Opens a row: `None` when it is private and `key` is missing; an error (logged) when it
+    /// is damaged or was altered.
+    pub(super) fn decode(
+        &self,
+        slot: CK_SLOT_ID,
+        row: ObjectRow,
+        key: Option<&Key>,
+    ) -> Result<Option<StoredObject>> {
+        let id = row.id;
+        let damaged = |what: &str| {
+            log::error!(
+                "token store {}: object {id} of slot {slot}: {what}; the record is damaged or was altered",
+                self.backend.location()
+            );
+            Error(CKR_DEVICE_ERROR)
+        };
+        let mut fields = from_bytes(&row.clear).ok_or_else(|| damaged("clear attributes unreadable"))?;
+        let sealed = from_bytes(&row.sealed).ok_or_else(|| damaged("sealed attributes unreadable"))?;
+        let object = |fields| StoredObject {
+            id,
+            private: row.private,
+            fields,
+        };
+        if sealed.is_empty() {
+            return Ok(Some(object(fields)));
+        }
+        let Some(key) = key else {
+            if row.private {
+                return Ok(None);
+            }
+            // Public objects stay visible; their secret values wait for a login.
+            return Ok(Some(object(fields)));
+        };
+        for (t, v) in sealed {
+            let plain = crypt::open(key, &v, &attr_aad(slot, id, t))
+                .ok_or_else(|| damaged(&format!("attribute 0x{t:x} fails authentication")))?;
+            fields.push((t, plain));
+        }
+        Ok(Some(object(fields)))
+    }
+}

@@ -1,0 +1,183 @@
+//! PINs: the token key wrapped under a key derived from each PIN (Argon2id), the check of a
+//! PIN with its attempt reserved first (`lockout::PinCounter`), and the cache that spares
+//! repeated logins the KDF.
+
+use super::crypt::{self, Key, Wrap};
+use super::Sealed;
+use crate::error::{fail, Result};
+use crate::store::backend::{transact, PinRow, TokenRow};
+use crate::store::PinOwner;
+use cryptoki_sys::*;
+use hmac::{KeyInit, Mac};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+
+/// The associated data of a wrap: the token's slot and the PIN's owner, so a wrap moved to
+/// another token or owner does not open.
+fn wrap_aad(slot: CK_SLOT_ID, owner: PinOwner) -> Vec<u8> {
+    let mut a = b"ferrohsm token key".to_vec();
+    a.extend_from_slice(&slot.to_be_bytes());
+    a.push(matches!(owner, PinOwner::So) as u8);
+    a
+}
+
+/// The row's PIN of `owner`.
+pub(super) fn of(row: &mut TokenRow, owner: PinOwner) -> &mut PinRow {
+    match owner {
+        PinOwner::So => &mut row.so,
+        PinOwner::User => &mut row.user,
+    }
+}
+
+/// A PIN-derived key this process already computed, valid while the wrap keeps its salt.
+struct CachedPinKey {
+    salt: Vec<u8>,
+    pin_mac: Vec<u8>,
+    key: Key,
+}
+
+/// PIN-derived keys by (slot, owner). A PIN is recognised by its HMAC under a secret of this
+/// process, never kept itself.
+pub(super) struct PinKeyCache {
+    entries: Mutex<HashMap<(CK_SLOT_ID, bool), CachedPinKey>>,
+    process_secret: Key,
+}
+
+impl PinKeyCache {
+    pub(super) fn new() -> Self {
+        PinKeyCache {
+            entries: Mutex::new(HashMap::new()),
+            process_secret: crypt::random_key(),
+        }
+    }
+
+    fn pin_mac(&self, pin: &[u8]) -> Vec<u8> {
+        let mut m = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.process_secret[..])
+            .expect("any key length");
+        m.update(pin);
+        m.finalize().into_bytes().to_vec()
+    }
+
+    /// The PIN-derived key for `wrap`, from the cache when this PIN was seen before.
+    fn derive(&self, slot: CK_SLOT_ID, owner: PinOwner, wrap: &Wrap, pin: &[u8]) -> Option<Key> {
+        let salt = wrap.salt()?.to_vec();
+        let mac = self.pin_mac(pin);
+        let id = (slot, owner == PinOwner::So);
+        if let Some(c) = self.entries.lock().get(&id) {
+            if c.salt == salt && bool::from(subtle::ConstantTimeEq::ct_eq(&c.pin_mac[..], &mac[..])) {
+                return Some(c.key.clone());
+            }
+        }
+        let key = crypt::derive_pin_key(pin, &salt, wrap.params()?)?;
+        self.entries.lock().insert(
+            id,
+            CachedPinKey {
+                salt,
+                pin_mac: mac,
+                key: key.clone(),
+            },
+        );
+        Some(key)
+    }
+
+    pub(super) fn remember(&self, slot: CK_SLOT_ID, owner: PinOwner, wrap: &[u8], pin: &[u8], key: Key) {
+        if let Some(salt) = Wrap(wrap).salt() {
+            let entry = CachedPinKey {
+                salt: salt.to_vec(),
+                pin_mac: self.pin_mac(pin),
+                key,
+            };
+            self.entries.lock().insert((slot, owner == PinOwner::So), entry);
+        }
+    }
+
+    fn forget(&self, slot: CK_SLOT_ID, owner: PinOwner) {
+        self.entries.lock().remove(&(slot, owner == PinOwner::So));
+    }
+
+    pub(super) fn clear(&self) {
+        self.entries.lock().clear();
+    }
+}
+
+impl Sealed {
+    /// Wraps `token_key` under `pin` with fresh salt: the wrap and the PIN-derived key.
+    pub(super) fn wrap(
+        &self,
+        token_key: &Key,
+        slot: CK_SLOT_ID,
+        owner: PinOwner,
+        pin: &[u8],
+    ) -> (Vec<u8>, Key) {
+        crypt::wrap_token_key(token_key, pin, self.kdf, &wrap_aad(slot, owner))
+    }
+
+    /// Checks `pin` against the token's wrap for `owner`; returns the token key.
+    ///
+    /// The attempt is reserved in the backend (one write transaction, so every process and
+    /// host sees it) before the PIN is derived, and resolved after: see `PinCounter`. When the
+    /// reservation cannot be written the PIN is not evaluated at all, so an unwritable store
+    /// is no guessing oracle. The cached PIN key is consulted only after the reservation.
+    pub(super) fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<Key> {
+        let reserve = transact(&*self.backend, |tx| {
+            let Some(mut row) = tx.token(slot)? else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            let max = row.max_failures;
+            let p = of(&mut row, owner);
+            let Some(wrap) = p.wrap.clone() else {
+                return fail(CKR_USER_PIN_NOT_INITIALIZED);
+            };
+            let ticket = p.counter.reserve(max).inspect_err(|_| {
+                log::warn!(
+                    "slot {slot}: the {owner:?} PIN is locked after too many wrong attempts; the PIN was not checked{}",
+                    if owner == PinOwner::User { " (the SO can set a new user PIN)" } else { "" }
+                );
+            })?;
+            tx.update_token(&row)?;
+            Ok((wrap, ticket, max))
+        });
+        let (wrap, ticket, max) = reserve.inspect_err(|e| {
+            if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
+                log::error!(
+                    "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
+                    self.backend.location()
+                );
+            }
+        })?;
+        let w = Wrap(&wrap);
+        let opened = self
+            .pins
+            .derive(slot, owner, &w, pin)
+            .and_then(|k| w.open(&k, &wrap_aad(slot, owner)));
+        if opened.is_none() {
+            self.pins.forget(slot, owner);
+        }
+        let resolved = transact(&*self.backend, |tx| {
+            let Some(mut row) = tx.token(slot)? else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            let counter = &mut of(&mut row, owner).counter;
+            counter.resolve(ticket, opened.is_some(), max);
+            let locked = counter.locked;
+            tx.update_token(&row)?;
+            Ok(locked)
+        });
+        match (opened, resolved) {
+            (Some(token_key), Ok(_)) => Ok(token_key),
+            (Some(token_key), Err(_)) => {
+                // The reservation stays counted as a failure: safe, and the PIN was right.
+                log::warn!(
+                    "slot {slot}: {owner:?} login succeeded but its attempt is still counted as a failure"
+                );
+                Ok(token_key)
+            }
+            (None, locked) => {
+                if locked == Ok(true) {
+                    log::warn!("slot {slot}: {owner:?} PIN locked after too many wrong attempts");
+                }
+                fail(CKR_PIN_INCORRECT)
+            }
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! The behaviour of the sealed layer, run against every backend: the same table of logins,
+//! lockouts, sealing and searches must hold on each, since the security lives here once.
+
+use super::*;
+use crate::store::backend::memory::MemoryBackend;
+use crate::store::backend::sqlite::SqliteBackend;
+use crate::store::backend::testing::{Calls, Probe};
+use crate::store::Fields;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+const MAX: u32 = 3;
+const SO: &[u8] = b"so-pin-1";
+const USER: &[u8] = b"user-pin";
+
+/// One backend under test; `dir` keeps an SQLite store's directory alive.
+struct Case {
+    name: &'static str,
+    store: Sealed,
+    calls: Arc<Calls>,
+    dir: Option<tempfile::TempDir>,
+}
+
+fn kdf() -> KdfParams {
+    KdfParams {
+        memory_kib: 64,
+        passes: 1,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let (memory, mem_calls) = Probe::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let (sqlite, sql_calls) = Probe::new(SqliteBackend::open(dir.path()).unwrap());
+    vec![
+        Case {
+            name: "memory",
+            store: Sealed::new(Box::new(memory), kdf(), MAX),
+            calls: mem_calls,
+            dir: None,
+        },
+        Case {
+            name: "sqlite",
+            store: Sealed::new(Box::new(sqlite), kdf(), MAX),
+            calls: sql_calls,
+            dir: Some(dir),
+        },
+    ]
+}
+
+fn fields(pairs: &[(u64, &[u8])]) -> Fields {
+    pairs
+        .iter()
+        .map(|(t, v)| (*t, Zeroizing::new(v.to_vec())))
+        .collect()
+}
+
+/// A private key record as the token layer would split it.
+fn private_key(id: &[u8], label: &[u8]) -> ObjectRecord {
+    ObjectRecord {
+        private: true,
+        clear: fields(&[(CKA_CLASS, &CKO_PRIVATE_KEY.to_ne_bytes())]),
+        secret: fields(&[
+            (CKA_ID, id),
+            (CKA_LABEL, label),
+            (CKA_PRIME_1, b"prime-one-secret-0001"),
+        ]),
+        index: Index {
+            class: Some(CKO_PRIVATE_KEY),
+            id: Some(id.to_vec()),
+            label: Some(label.to_vec()),
+        },
+    }
+}
+
+fn public_data(label: &[u8]) -> ObjectRecord {
+    ObjectRecord {
+        private: false,
+        clear: fields(&[(CKA_CLASS, &CKO_DATA.to_ne_bytes()), (CKA_LABEL, label)]),
+        secret: Fields::new(),
+        index: Index {
+            class: Some(CKO_DATA),
+            id: None,
+            label: Some(label.to_vec()),
+        },
+    }
+}
+
+fn value(o: &StoredObject, t: u64) -> Option<&[u8]> {
+    o.fields.iter().find(|(x, _)| *x == t).map(|(_, v)| v.as_slice())
+}
+
+fn rv<T>(r: Result<T>) -> CK_RV {
+    match r {
+        Ok(_) => CKR_OK,
+        Err(e) => e.rv(),
+    }
+}
+
+fn by_label(label: &[u8]) -> Index {
+    Index {
+        label: Some(label.to_vec()),
+        ..Index::default()
+    }
+}
+
+#[test]
+fn private_records_need_a_login_and_logout_forgets_the_key() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        assert_eq!(
+            rv(s.create(0, &[private_key(b"k1", b"zsk")])),
+            CKR_USER_NOT_LOGGED_IN,
+            "{}",
+            c.name
+        );
+        let public = s.create(0, &[public_data(b"readme")]).unwrap()[0];
+        s.login(0, PinOwner::User, USER).unwrap();
+        let id = s.create(0, &[private_key(b"k1", b"zsk")]).unwrap()[0];
+        let found = s.find(0, &by_label(b"zsk"), true).unwrap();
+        assert_eq!(found.len(), 1, "{}", c.name);
+        assert_eq!(value(&found[0], CKA_PRIME_1), Some(&b"prime-one-secret-0001"[..]));
+        s.logout(0);
+        // Without the token key the private record is neither found nor loaded...
+        assert!(
+            s.find(0, &by_label(b"zsk"), true).unwrap().is_empty(),
+            "{}",
+            c.name
+        );
+        assert!(s.load(0, id).unwrap().is_none(), "{}", c.name);
+        assert_eq!(
+            rv(s.update(0, id, &private_key(b"k1", b"x"))),
+            CKR_USER_NOT_LOGGED_IN
+        );
+        // ...the public one is.
+        assert_eq!(s.find(0, &by_label(b"readme"), false).unwrap()[0].id, public);
+        // A search without private records leaves them out even while logged in.
+        s.login(0, PinOwner::User, USER).unwrap();
+        assert!(
+            s.find(0, &by_label(b"zsk"), false).unwrap().is_empty(),
+            "{}",
+            c.name
+        );
+        let loaded = s.load(0, id).unwrap().unwrap();
+        assert_eq!(value(&loaded, CKA_ID), Some(&b"k1"[..]), "{}", c.name);
+    }
+}
+
+#[test]
+fn wrong_pins_lock_alike_on_every_backend() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        for _ in 0..MAX - 1 {
+            assert_eq!(
+                rv(s.login(0, PinOwner::User, b"nope")),
+                CKR_PIN_INCORRECT,
+                "{}",
+                c.name
+            );
+        }
+        assert_eq!(s.tokens().unwrap()[0].user_pin.failures, MAX - 1);
+        // A success restarts the count.
+        s.login(0, PinOwner::User, USER).unwrap();
+        assert_eq!(s.tokens().unwrap()[0].user_pin.failures, 0);
+        for _ in 0..MAX {
+            assert_eq!(
+                rv(s.login(0, PinOwner::User, b"nope")),
+                CKR_PIN_INCORRECT,
+                "{}",
+                c.name
+            );
+        }
+        assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_PIN_LOCKED, "{}", c.name);
+        assert_eq!(rv(s.set_pin(0, PinOwner::User, USER, b"other")), CKR_PIN_LOCKED);
+        assert!(s.tokens().unwrap()[0].user_pin.locked, "{}", c.name);
+        // A new user PIN from the SO unlocks it.
+        s.login(0, PinOwner::So, SO).unwrap();
+        s.init_pin(0, b"new-user-pin").unwrap();
+        s.logout(0);
+        s.login(0, PinOwner::User, b"new-user-pin").unwrap();
+        // The SO PIN locks the same way, and re-initialisation checks it.
+        for _ in 0..MAX {
+            assert_eq!(
+                rv(s.login(0, PinOwner::So, b"nope")),
+                CKR_PIN_INCORRECT,
+                "{}",
+                c.name
+            );
+        }
+        assert_eq!(
+            rv(s.init_token(0, SO, &[b' '; 32], None)),
+            CKR_PIN_LOCKED,
+            "{}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn the_attempt_is_recorded_before_the_pin_is_derived() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        let user_failures = |calls: &Calls| -> Vec<u32> {
+            calls
+                .committed
+                .lock()
+                .iter()
+                .map(|rows| rows[0].user.counter.failures)
+                .collect()
+        };
+        // A right PIN: reserved (counted as a failure), then forgiven.
+        c.calls.reset();
+        s.login(0, PinOwner::User, USER).unwrap();
+        assert_eq!(user_failures(&c.calls), vec![1, 0], "{}", c.name);
+        // A wrong one: reserved, and stays counted.
+        c.calls.reset();
+        assert_eq!(rv(s.login(0, PinOwner::User, b"nope")), CKR_PIN_INCORRECT);
+        assert_eq!(user_failures(&c.calls), vec![1, 1], "{}", c.name);
+        // While no attempt can be recorded, no PIN is evaluated: right and wrong PINs get the
+        // same device error, and nothing is counted.
+        c.calls.refuse_writes.store(true, SeqCst);
+        for pin in [USER, b"nope".as_slice(), SO] {
+            for who in [PinOwner::User, PinOwner::So] {
+                assert_eq!(rv(s.login(0, who, pin)), CKR_DEVICE_ERROR, "{}", c.name);
+            }
+        }
+        assert_eq!(
+            rv(s.set_pin(0, PinOwner::User, USER, b"other-pin")),
+            CKR_DEVICE_ERROR
+        );
+        c.calls.refuse_writes.store(false, SeqCst);
+        assert_eq!(s.tokens().unwrap()[0].user_pin.failures, 1, "{}", c.name);
+        s.login(0, PinOwner::User, USER).unwrap();
+    }
+}
+
+#[test]
+fn find_is_one_backend_query_whatever_the_number_of_matches() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        s.login(0, PinOwner::User, USER).unwrap();
+        let keys: Vec<ObjectRecord> = (0..25).map(|i| private_key(&[i], b"shared")).collect();
+        s.create(0, &keys).unwrap();
+        s.create(0, &[public_data(b"shared")]).unwrap();
+        c.calls.reset();
+        let found = s.find(0, &by_label(b"shared"), true).unwrap();
+        assert_eq!(found.len(), 26, "{}", c.name);
+        assert_eq!(c.calls.find.load(SeqCst), 1, "{}", c.name);
+        assert_eq!(c.calls.reads(), 1, "{}: no read per object", c.name);
+        assert_eq!(c.calls.write.load(SeqCst), 0);
+        // By id: the private key's id is found through its keyed hash.
+        let id = Index {
+            class: Some(CKO_PRIVATE_KEY),
+            id: Some(vec![7]),
+            label: None,
+        };
+        assert_eq!(s.find(0, &id, true).unwrap().len(), 1, "{}", c.name);
+    }
+}
+
+#[test]
+fn re_initialisation_drops_objects_and_the_user_pin() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, b"first                           ", Some(USER))
+            .unwrap();
+        let serial = s.tokens().unwrap()[0].serial;
+        s.login(0, PinOwner::User, USER).unwrap();
+        s.create(0, &[private_key(b"k", b"l")]).unwrap();
+        let g = s.generation(0).unwrap();
+        assert_eq!(rv(s.init_token(1, SO, &[b' '; 32], None).map(|_| ())), CKR_OK);
+        assert_eq!(rv(s.init_token(5, SO, &[b' '; 32], None)), CKR_SLOT_ID_INVALID);
+        let t = s
+            .init_token(0, SO, b"second                          ", None)
+            .unwrap();
+        assert_eq!(t.serial, serial, "{}", c.name);
+        assert!(!t.user_pin_initialized, "{}", c.name);
+        assert!(s.generation(0).unwrap() > g, "{}", c.name);
+        assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_USER_PIN_NOT_INITIALIZED);
+        s.login(0, PinOwner::So, SO).unwrap();
+        assert!(
+            s.find(0, &Index::default(), true).unwrap().is_empty(),
+            "{}",
+            c.name
+        );
+    }
+}
+
+/// Every file of an SQLite store, concatenated (database, WAL, shared memory).
+fn store_bytes(dir: &std::path::Path) -> Vec<u8> {
+    let mut all = vec![];
+    for e in std::fs::read_dir(dir).unwrap() {
+        all.extend(std::fs::read(e.unwrap().path()).unwrap_or_default());
+    }
+    all
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn a_private_label_and_id_are_not_in_the_sqlite_file() {
+    let c = cases().pop().unwrap();
+    let s = &c.store;
+    s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+    s.login(0, PinOwner::User, USER).unwrap();
+    s.create(0, &[private_key(b"private-id-9c1e", b"private-label-b7d2")])
+        .unwrap();
+    s.create(0, &[public_data(b"public-label-x5q0")]).unwrap();
+    let bytes = store_bytes(c.dir.as_ref().unwrap().path());
+    assert!(
+        contains(&bytes, b"public-label-x5q0"),
+        "the grep finds clear text"
+    );
+    for secret in [
+        &b"private-id-9c1e"[..],
+        b"private-label-b7d2",
+        b"prime-one-secret",
+    ] {
+        assert!(
+            !contains(&bytes, secret),
+            "{} in clear in the store",
+            String::from_utf8_lossy(secret)
+        );
+    }
+    // And a new process (a new sealed layer over the same file) finds it after a login.
+    drop(c.store);
+    let again = Sealed::new(
+        Box::new(SqliteBackend::open(c.dir.as_ref().unwrap().path()).unwrap()),
+        kdf(),
+        MAX,
+    );
+    assert!(again
+        .find(0, &by_label(b"private-label-b7d2"), true)
+        .unwrap()
+        .is_empty());
+    again.login(0, PinOwner::User, USER).unwrap();
+    assert_eq!(
+        again
+            .find(0, &by_label(b"private-label-b7d2"), true)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_damaged_record_is_left_out_of_searches_and_reported_on_load() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        s.login(0, PinOwner::User, USER).unwrap();
+        let ids = s
+            .create(0, &[private_key(b"a", b"same"), private_key(b"b", b"same")])
+            .unwrap();
+        // Move b's sealed values onto a: the seals name b's id, so a fails authentication.
+        let b_row = s.backend.object(0, ids[1]).unwrap().unwrap();
+        transact(&*s.backend, |tx| {
+            let mut a_row = b_row.clone();
+            a_row.id = ids[0];
+            tx.put_object(0, &a_row).map(|_| ())
+        })
+        .unwrap();
+        assert_eq!(rv(s.load(0, ids[0])), CKR_DEVICE_ERROR, "{}", c.name);
+        let found = s.find(0, &by_label(b"same"), true).unwrap();
+        assert_eq!(
+            found.iter().map(|o| o.id).collect::<Vec<_>>(),
+            vec![ids[1]],
+            "{}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn threads_guessing_at_once_get_at_most_max_failures_answers() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        let answers: Vec<CK_RV> = std::thread::scope(|scope| {
+            let guesses: Vec<_> = (0..8)
+                .map(|i| scope.spawn(move || rv(s.login(0, PinOwner::User, format!("wrong-{i}").as_bytes()))))
+                .collect();
+            guesses.into_iter().map(|g| g.join().unwrap()).collect()
+        });
+        let evaluated = answers.iter().filter(|&&r| r == CKR_PIN_INCORRECT).count();
+        let refused = answers.iter().filter(|&&r| r == CKR_PIN_LOCKED).count();
+        assert_eq!(evaluated, MAX as usize, "{}: {answers:?}", c.name);
+        assert_eq!(refused, 8 - MAX as usize, "{}: {answers:?}", c.name);
+        assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_PIN_LOCKED, "{}", c.name);
+    }
+}

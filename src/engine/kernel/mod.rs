@@ -16,7 +16,8 @@ use zeroize::Zeroizing;
 
 #[cfg(target_arch = "x86_64")]
 pub mod ifma;
-pub mod portable;
+pub mod reference;
+pub mod scalar;
 
 /// A key in one family's form. Only the family that made it looks inside (one downcast per job
 /// per batch, never per limb). Forms holding secrets zeroize themselves when dropped.
@@ -74,13 +75,17 @@ pub trait Family: Sync {
 pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
-    &portable::Portable,
+    #[cfg(target_arch = "x86_64")]
+    &scalar::MULX,
+    &scalar::PORTABLE,
+    &reference::Reference,
 ];
 
 /// Index of the reference family in `REGISTRY`.
 pub const REFERENCE: usize = REGISTRY.len() - 1;
 
 /// A key as one family prepared it.
+#[derive(Clone)]
 pub struct Prepared {
     /// Index in `REGISTRY`.
     pub family: usize,
@@ -146,13 +151,49 @@ pub fn self_test_passed(family: usize) -> bool {
 
 /// The one place that picks the family: among `candidates` (families able to take the key,
 /// in registry order), the forced one if it is among them, else the first usable one; the
-/// reference when nothing else fits. Later also the place to weigh the batch fill.
+/// reference when nothing else fits. The batch fill is weighed when a batch is drained
+/// (`fill_choice`).
 fn pick(candidates: impl Iterator<Item = usize>) -> usize {
     let mut usable_ones = candidates.filter(|&i| usable(i));
     match forced() {
         Some(f) => usable_ones.find(|&i| i == f).unwrap_or(REFERENCE),
         None => usable_ones.next().unwrap_or(REFERENCE),
     }
+}
+
+/// Where a partly filled batch of a multi-buffer family runs instead: a batch of at most
+/// `max_fill` signatures drained for `family`, with keys of `bits` bits, runs one request at a
+/// time on `instead`, when nothing is forced, `instead` is usable and took every key.
+pub struct FillRule {
+    pub family: &'static str,
+    pub bits: &'static [usize],
+    pub max_fill: usize,
+    pub instead: &'static str,
+}
+
+/// The batch-fill policy, measured (sign/s of one thread, i.e. one request per call, against
+/// the scalar family alone; `ferrohsm-util speed --kernel all --threads 1`).
+///
+/// ifma: none. On the Sapphire-Rapids-class machine of this project (Xeon model 207, 2 vCPUs)
+/// a lone IFMA request (the 2-lane 128-bit kernel, check across lanes) signed 3.7× (RSA-1024)
+/// to 2.9× (RSA-4096) faster than the mulx family alone, so lone requests and remainders stay
+/// on IFMA. A multi-buffer family whose lone request costs more than the scalar path (AVX2:
+/// 4 lanes, 3/4 empty for one request, ~1.5× OpenSSL's latency) adds its rows here, e.g.
+/// `FillRule { family: "avx2", bits: &[1024, 2048, 3072, 4096], max_fill: 1, instead: "mulx" }`.
+pub const FILL_POLICY: &[FillRule] = &[];
+
+/// The family that runs a batch of `fill` signatures drained for `family` with keys of
+/// `bits` bits, if not `family` itself (see `FILL_POLICY`; never while a family is forced).
+pub fn fill_choice(family: usize, fill: usize, bits: usize) -> Option<usize> {
+    if forced().is_some() {
+        return None;
+    }
+    let name = REGISTRY[family].name();
+    FILL_POLICY
+        .iter()
+        .find(|r| r.family == name && fill <= r.max_fill && r.bits.contains(&bits))
+        .and_then(|r| by_name(r.instead))
+        .filter(|&i| usable(i) && REGISTRY[i].max_batch() == 1)
 }
 
 /// The form that serves a key's next operation, from the forms prepared for it.
@@ -218,7 +259,7 @@ mod tests {
 
     #[test]
     fn the_reference_is_last_and_every_name_is_unique() {
-        assert_eq!(REGISTRY[REFERENCE].name(), "portable");
+        assert_eq!(REGISTRY[REFERENCE].name(), "reference");
         for (i, f) in REGISTRY.iter().enumerate() {
             assert_eq!(by_name(f.name()), Some(i));
             assert!(f.name().len() < 16, "vendor stats hold 15 bytes of a name");
@@ -229,7 +270,8 @@ mod tests {
     #[test]
     fn requests_resolve_or_say_why_not() {
         assert_eq!(resolve("auto", |_| true), Ok(None));
-        assert_eq!(resolve("portable", |_| true), Ok(Some(REFERENCE)));
+        assert_eq!(resolve("reference", |_| true), Ok(Some(REFERENCE)));
+        assert_eq!(resolve("portable", |_| true), Ok(by_name("portable")));
         let e = resolve("nonsense", |_| true).unwrap_err();
         assert!(
             e.contains("unknown RSA kernel \"nonsense\"") && e.contains("portable"),
@@ -237,9 +279,9 @@ mod tests {
         );
         #[cfg(target_arch = "x86_64")]
         {
-            let e = resolve("ifma", |f| f.name() == "portable").unwrap_err();
+            let e = resolve("mulx", |f| f.name() != "mulx").unwrap_err();
             assert!(
-                e.contains("cannot run on this CPU") && e.contains("runs: auto, portable"),
+                e.contains("cannot run on this CPU") && e.contains("runs: auto, ifma, portable, reference"),
                 "{e}"
             );
         }

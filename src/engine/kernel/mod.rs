@@ -171,25 +171,30 @@ pub struct FillRule {
     pub instead: &'static str,
 }
 
-/// The batch-fill policy, measured (sign/s of one thread, i.e. one request per call, against
-/// the scalar family alone; `ferrohsm-util speed --kernel all --threads 1`).
+/// The batch-fill policy, measured (per CPU second, one request per call, against the scalar
+/// family alone: `cargo bench --bench engine`).
 ///
-/// ifma: none. On the Sapphire-Rapids-class machine of this project (Xeon model 207, 2 vCPUs)
-/// a lone IFMA request (the 2-lane 128-bit kernel, check across lanes) signed 3.7× (RSA-1024)
-/// to 2.9× (RSA-4096) faster than the mulx family alone, so lone requests and remainders stay
-/// on IFMA. A multi-buffer family whose lone request costs more than the scalar path (AVX2:
-/// 4 lanes, 3/4 empty for one request, ~1.5× OpenSSL's latency) adds its rows here, e.g.
+/// ifma: none. On this project's Sapphire-Rapids-class Xeon (model 207, 2 vCPUs, shared and
+/// loaded when measured) a lone IFMA request (the 2-lane kernel, check across lanes) signed
+/// 13,527 / 2,631 / 805 / 262 per second at RSA-1024 / 2048 / 3072 / 4096 against mulx's
+/// 6,619 / 1,331 / 441 / 157: 2.0×, 2.0×, 1.8×, 1.7×. Lone requests and remainders stay on
+/// IFMA. A multi-buffer family whose lone request costs more than the scalar path (AVX2: 4
+/// lanes, 3/4 empty for one request, ~1.5× OpenSSL's latency on Zen 3) adds its rows here, e.g.
 /// `FillRule { family: "avx2", bits: &[1024, 2048, 3072, 4096], max_fill: 1, instead: "mulx" }`.
 pub const FILL_POLICY: &[FillRule] = &[];
 
 /// The family that runs a batch of `fill` signatures drained for `family` with keys of
 /// `bits` bits, if not `family` itself (see `FILL_POLICY`; never while a family is forced).
 pub fn fill_choice(family: usize, fill: usize, bits: usize) -> Option<usize> {
+    fill_choice_in(FILL_POLICY, family, fill, bits)
+}
+
+fn fill_choice_in(policy: &[FillRule], family: usize, fill: usize, bits: usize) -> Option<usize> {
     if forced().is_some() {
         return None;
     }
     let name = REGISTRY[family].name();
-    FILL_POLICY
+    policy
         .iter()
         .find(|r| r.family == name && fill <= r.max_fill && r.bits.contains(&bits))
         .and_then(|r| by_name(r.instead))
@@ -285,6 +290,31 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn the_fill_policy_sends_small_batches_to_a_usable_one_request_family() {
+        let policy = [FillRule {
+            family: "ifma",
+            bits: &[2048],
+            max_fill: 1,
+            instead: "portable",
+        }];
+        // (A family forced by another test of this process turns the policy off.)
+        let (Some(ifma), Some(portable), None) = (by_name("ifma"), by_name("portable"), forced()) else {
+            return;
+        };
+        assert_eq!(fill_choice_in(&policy, ifma, 1, 2048), Some(portable));
+        assert_eq!(fill_choice_in(&policy, ifma, 2, 2048), None);
+        assert_eq!(fill_choice_in(&policy, ifma, 1, 3072), None);
+        assert_eq!(fill_choice_in(&policy, portable, 1, 2048), None);
+        // A family that batches is never the one that runs requests one by one.
+        let batching = [FillRule {
+            instead: "ifma",
+            family: "portable",
+            ..policy[0]
+        }];
+        assert_eq!(fill_choice_in(&batching, portable, 1, 2048), None);
     }
 
     #[test]

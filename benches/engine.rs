@@ -1,8 +1,40 @@
-//! Engine kernels side by side on one core: the IFMA kernel at full and partial batches
-//! against the portable (rsa crate) path. cargo bench --bench engine
-use ferrohsm::engine::kernel::ifma::crt;
+//! Engine kernels side by side on one core, one request per call unless stated: the reference
+//! (rsa crate) path, the scalar families (portable, mulx), the IFMA kernel at 1, 2 and 4
+//! signatures per call; figures are per second of this thread's CPU time, so other load on the
+//! machine inflates them less than wall-clock rates. cargo bench --bench engine
+use ferrohsm::engine::kernel::scalar::{exp, key::ScalarKey, portable::Portable, Arith};
 use ferrohsm::engine::{generate, PreparedKey};
-use std::time::Instant;
+
+/// This thread's CPU time in seconds.
+fn cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Operations per CPU second of `f` (each call does `per_call` operations), best of 3 rounds.
+fn rate(per_call: usize, mut f: impl FnMut()) -> f64 {
+    let mut best: f64 = 0.0;
+    for _ in 0..3 {
+        let t = cpu();
+        let mut n = 0;
+        while cpu() - t < 0.4 {
+            f();
+            n += per_call;
+        }
+        best = best.max(n as f64 / (cpu() - t));
+    }
+    best
+}
+
+fn scalar<A: Arith>(c: &ferrohsm::engine::KeyComponents, input: &[u8]) -> Option<f64> {
+    let key = ScalarKey::new::<A>(c)?;
+    A::available().then(|| rate(1, || assert!(exp::private_op::<A>(&key, input).1)))
+}
 
 fn main() {
     for bits in [1024usize, 2048, 3072, 4096] {
@@ -11,37 +43,29 @@ fn main() {
         let k = bits / 8;
         let mut input = vec![0x5au8; k];
         input[0] = 0x1f;
-        let portable = {
-            let t = Instant::now();
-            let mut n = 0;
-            while t.elapsed().as_secs_f64() < 1.0 {
-                key.private_op_portable(&input).unwrap();
-                n += 1;
+        let reference = rate(1, || {
+            key.private_op_portable(&input).unwrap();
+        });
+        let mut line = format!("RSA-{bits}: reference {reference:7.0}/s");
+        let portable = scalar::<Portable>(&c, &input).unwrap();
+        line += &format!("  portable {portable:7.0}/s ({:.2}x)", portable / reference);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use ferrohsm::engine::kernel::ifma::crt;
+            use ferrohsm::engine::kernel::scalar::mulx::Mulx;
+            if let Some(mulx) = scalar::<Mulx>(&c, &input) {
+                line += &format!("  mulx {mulx:7.0}/s");
             }
-            n as f64 / t.elapsed().as_secs_f64()
-        };
-        let verify = {
-            let sig = key.private_op_portable(&input).unwrap();
-            let t = Instant::now();
-            let mut n = 0;
-            while t.elapsed().as_secs_f64() < 0.5 {
-                key.public_op(&sig).unwrap();
-                n += 1;
-            }
-            n as f64 / t.elapsed().as_secs_f64()
-        };
-        let ck = crt::CrtKey::new(&c).unwrap();
-        let mut line = format!("RSA-{bits}: public op {verify:8.0}/s  portable {portable:8.0}/s");
-        if ferrohsm::engine::kernel::ifma::available() {
-            for width in [1usize, 2, 4] {
-                let jobs: Vec<(&crt::CrtKey, &[u8])> = (0..width).map(|_| (&ck, input.as_slice())).collect();
-                let t = Instant::now();
-                let mut n = 0;
-                while t.elapsed().as_secs_f64() < 1.0 {
-                    crt::private_op_batch(crt::Kernel::Avx512, &jobs);
-                    n += width;
+            if ferrohsm::engine::kernel::ifma::available() {
+                let ck = crt::CrtKey::new(&c).unwrap();
+                for width in [1usize, 2, 4] {
+                    let jobs: Vec<(&crt::CrtKey, &[u8])> =
+                        (0..width).map(|_| (&ck, input.as_slice())).collect();
+                    let r = rate(width, || {
+                        crt::private_op_batch(crt::Kernel::Avx512, &jobs);
+                    });
+                    line += &format!("  ifma x{width} {r:7.0}/s");
                 }
-                line += &format!("  ifma x{width} {:8.0}/s", n as f64 / t.elapsed().as_secs_f64());
             }
         }
         println!("{line}");

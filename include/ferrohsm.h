@@ -22,8 +22,10 @@ typedef unsigned long ferrohsm_rv;
 #define FERROHSM_VERSION_MINOR 2
 
 /* Kernel families (FERROHSM_KERNEL_STATS.id, FERROHSM_ENGINE_STATS.kernel). */
-#define FERROHSM_KERNEL_PORTABLE 0UL
+#define FERROHSM_KERNEL_REFERENCE 0UL   /* the rsa crate; until 1.2 this id was named FERROHSM_KERNEL_PORTABLE */
 #define FERROHSM_KERNEL_AVX512_IFMA 1UL
+#define FERROHSM_KERNEL_MULX 3UL        /* x86-64 BMI2+ADX scalar Montgomery */
+#define FERROHSM_KERNEL_PORTABLE 4UL    /* portable Rust scalar Montgomery */
 
 typedef struct FERROHSM_ENGINE_STATS {
     ferrohsm_ulong kernel;              /* FERROHSM_KERNEL_* serving new RSA-2048 operations */
@@ -38,7 +40,7 @@ typedef struct FERROHSM_ENGINE_STATS {
 #define FERROHSM_KERNEL_NAME_LEN 16
 #define FERROHSM_KERNEL_MAX_BATCH 8
 typedef struct FERROHSM_KERNEL_STATS {
-    char name[FERROHSM_KERNEL_NAME_LEN]; /* "ifma", "portable", ...: as FERROHSM_KERNEL takes it; NUL-terminated */
+    char name[FERROHSM_KERNEL_NAME_LEN]; /* "ifma", "mulx", "portable", "reference", ...: as FERROHSM_KERNEL takes it; NUL-terminated */
     ferrohsm_ulong id;                   /* FERROHSM_KERNEL_* */
     ferrohsm_ulong available;            /* 1 when this CPU runs it */
     ferrohsm_ulong self_test_passed;     /* 1 when it gave the known answers at the last self-test */

@@ -84,9 +84,9 @@ impl Default for LogConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
     /// The RSA kernel family to use: `auto` (per CPU and key size, the default) or a family's
-    /// name (`ifma`, `portable`); checked against the families this CPU runs at `C_Initialize`.
+    /// name (`ifma`, `mulx`, `portable`, `reference`); checked against the families this CPU runs at `C_Initialize`.
     pub kernel: Option<String>,
-    /// Alias of `kernel = "portable"`, kept for existing configuration files.
+    /// Alias of `kernel = "portable"` (the plain-Rust family), kept for existing configuration files.
     pub force_portable: bool,
 }
 

@@ -482,7 +482,10 @@ fn speed_measures_every_kernel_family_side_by_side() {
     let env = TestEnv::new();
     let args = ["--sizes", "1024", "--seconds", "0.3", "--threads", "2"];
     let out = ok(&env, &[&["speed", "--kernel", "all"], &args[..]].concat());
-    let mut families = vec!["portable"];
+    let mut families = vec!["portable", "reference"];
+    if std::is_x86_feature_detected!("bmi2") && std::is_x86_feature_detected!("adx") {
+        families.push("mulx");
+    }
     if std::is_x86_feature_detected!("avx512ifma") && std::is_x86_feature_detected!("avx512vl") {
         families.push("ifma");
     }

@@ -1,6 +1,7 @@
-//! Both engine paths through the module: the default (IFMA where the CPU has it) and the
-//! portable path forced by FERROHSM_FORCE_PORTABLE; every signature verified by the rsa crate,
-//! at every size and with concurrent signers so batches of every width run.
+//! Engine paths through the module: the default (IFMA where the CPU has it), the portable
+//! family forced by FERROHSM_FORCE_PORTABLE, and the mulx family forced by FERROHSM_KERNEL;
+//! every signature verified by the rsa crate, at every size and with concurrent signers so
+//! batches of every width run.
 
 mod common;
 
@@ -22,5 +23,15 @@ fn default_engine_signs_correctly_at_every_size() {
 #[test]
 fn forced_portable_engine_signs_correctly_at_every_size() {
     std::env::set_var("FERROHSM_FORCE_PORTABLE", "1");
+    sign_everywhere();
+}
+
+#[test]
+fn forced_mulx_engine_signs_correctly_at_every_size() {
+    if !(std::is_x86_feature_detected!("bmi2") && std::is_x86_feature_detected!("adx")) {
+        eprintln!("no BMI2+ADX on this CPU");
+        return;
+    }
+    std::env::set_var("FERROHSM_KERNEL", "mulx");
     sign_everywhere();
 }

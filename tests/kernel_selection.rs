@@ -184,4 +184,45 @@ fn forced_families_sign_and_unknown_ones_are_refused() {
         first_runnable.serves[1], 1,
         "auto picks the preferred family for RSA-2048"
     );
+    lone_signer_gets_the_family_the_fill_policy_names(&env, &first_runnable.name(), &runnable);
+}
+
+/// A single-threaded signer (ldns-signzone, kzonesign) makes batches of one: they run on the
+/// family `FILL_POLICY` names for one signature of the preferred multi-buffer family where it
+/// wins (e.g. mulx beside a 4-lane AVX2 kernel), else on the preferred family itself.
+fn lone_signer_gets_the_family_the_fill_policy_names(env: &TestEnv, preferred: &str, runnable: &[String]) {
+    use ferrohsm::engine::kernel::FILL_POLICY;
+    configure(env, "");
+    let expected = FILL_POLICY
+        .iter()
+        .find(|r| r.family == preferred && r.max_fill >= 1 && r.bits.contains(&2048))
+        .map(|r| r.instead.to_string())
+        .filter(|f| runnable.contains(f))
+        .unwrap_or_else(|| preferred.to_string());
+    let p = load();
+    let before = kernel_stats();
+    let slot = new_token(&p, "lone");
+    sign_concurrently_verified(&p, slot, &[2048], 1, 6);
+    let after = kernel_stats();
+    p.finalize().unwrap();
+    for (b, a) in before.iter().zip(&after) {
+        let signed = a.signatures() - b.signatures();
+        // c_ulong is u64 on the Unix ABIs the module supports.
+        #[allow(clippy::useless_conversion)]
+        let lone = u64::from(a.batches[0] - b.batches[0]);
+        if a.name() == expected {
+            assert_eq!(
+                (signed, lone),
+                (6, 6),
+                "a lone RSA-2048 signer runs on {expected}"
+            );
+        } else {
+            assert_eq!(
+                signed,
+                0,
+                "{} signed for a lone signer ({expected} expected)",
+                a.name()
+            );
+        }
+    }
 }

@@ -63,8 +63,9 @@ pub struct PreparedKey {
     /// The reference form: validation, components, the public half, and the recomputation of
     /// anything that failed its check.
     inner: Arc<portable::PortableKey>,
-    /// The key in the form of every family this CPU runs that takes it, reference last.
-    forms: Vec<kernel::Prepared>,
+    /// The key in the form of every family this CPU runs that takes it, reference last
+    /// (shared with queued jobs: a batch may run on another family than it was queued for).
+    forms: Arc<[kernel::Prepared]>,
     rejection_secret: Zeroizing<Vec<u8>>,
     /// n as `modulus_len` big-endian bytes, to check inputs against.
     modulus: Vec<u8>,
@@ -89,7 +90,8 @@ impl PreparedKey {
             components: c,
             reference: &inner,
             modulus_bits,
-        });
+        })
+        .into();
         Ok(PreparedKey {
             inner,
             forms,
@@ -119,7 +121,7 @@ impl PreparedKey {
         STATS.operations.fetch_add(1, Ordering::Relaxed);
         let form = kernel::choose(&self.forms);
         // The family checks s^e = input in the same batch; only checked results leave.
-        let (out, verified) = schedulers().1[form.family].run(form, input);
+        let (out, verified) = schedulers().1[form.family].run(form, &self.forms, self.modulus_bits, input);
         if verified {
             return Ok(out);
         }
@@ -300,7 +302,9 @@ fn request(
     kernel_key: &str,
     portable_key: &str,
 ) -> Result<String, String> {
-    let name = kernel::REGISTRY[kernel::REFERENCE].name();
+    // The switch predates the kernel seam; it meant "the portable Rust code", which is now the
+    // `portable` family (the rsa crate path became `reference`).
+    let name = "portable";
     match (kernel, portable) {
         (Some(k), true) if k != name => Err(format!(
             "{kernel_key} = {k:?} and {portable_key} disagree ({portable_key} means {name:?})"
@@ -328,7 +332,8 @@ pub fn schedulers() -> Arc<(u64, Vec<scheduler::Scheduler>)> {
             generation,
             kernel::REGISTRY
                 .iter()
-                .map(|f| scheduler::Scheduler::new(*f))
+                .enumerate()
+                .map(|(i, f)| scheduler::Scheduler::new(i, *f))
                 .collect(),
         ));
         let previous = SCHED.compare_and_swap(&current, Some(fresh.clone()));

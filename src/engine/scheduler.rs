@@ -5,8 +5,11 @@
 //! queue (its own job included); otherwise it parks until a combiner completes its job. A lone
 //! request therefore runs at once on its own thread; nothing waits for a batch to fill.
 //! A family that takes one request per call skips the queue: its caller runs it directly.
+//! A drained batch too small to pay for the multi-buffer call (a lone request in a wide
+//! kernel) runs on the family the batch-fill policy names instead (`kernel::fill_choice`),
+//! one request at a time on the combiner's thread; each job carries all its key's forms.
 
-use super::kernel::{Checked, Family, KeyForm, Prepared};
+use super::kernel::{self, Checked, Family, KeyForm, Prepared};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +21,9 @@ const MAX_ROUNDS: usize = 4;
 
 struct Job {
     key: Arc<KeyForm>,
+    /// Every form of the key, for a batch the policy sends to another family.
+    forms: Arc<[Prepared]>,
+    bits: usize,
     input: Zeroizing<Vec<u8>>,
     result: Mutex<Option<(Zeroizing<Vec<u8>>, bool)>>,
     done: Condvar,
@@ -30,6 +36,8 @@ struct Queue {
 }
 
 pub struct Scheduler {
+    /// The family's index in `kernel::REGISTRY`.
+    index: usize,
     family: &'static dyn Family,
     /// One per batch class of the family.
     queues: Vec<Mutex<Queue>>,
@@ -41,8 +49,9 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(family: &'static dyn Family) -> Scheduler {
+    pub fn new(index: usize, family: &'static dyn Family) -> Scheduler {
         Scheduler {
+            index,
             family,
             queues: (0..family.classes()).map(|_| Mutex::default()).collect(),
             // Two per core: while one combiner wakes its batch's owners and waits for the
@@ -55,15 +64,18 @@ impl Scheduler {
         }
     }
 
-    /// Runs the private-key operation of `key` on `input` (k bytes, below n), batched with
-    /// whatever else is pending; the flag says whether the result passed the public-key check.
-    pub fn run(&self, key: &Prepared, input: &[u8]) -> Checked {
+    /// Runs the private-key operation of `key` (one of `forms`, the key's forms; a modulus of
+    /// `bits` bits) on `input` (k bytes, below n), batched with whatever else is pending; the
+    /// flag says whether the result passed the public-key check.
+    pub fn run(&self, key: &Prepared, forms: &Arc<[Prepared]>, bits: usize, input: &[u8]) -> Checked {
         if self.max_batch == 1 {
             return self.run_alone(key, input);
         }
         let q = &self.queues[key.class];
         let job = Arc::new(Job {
             key: key.form.clone(),
+            forms: forms.clone(),
+            bits,
             input: Zeroizing::new(input.to_vec()),
             result: Mutex::new(None),
             done: Condvar::new(),
@@ -161,6 +173,22 @@ impl Scheduler {
     }
 
     fn execute(&self, batch: &[Arc<Job>]) {
+        let bits = batch.iter().map(|j| j.bits).max().unwrap_or(0);
+        if let Some(alt) = kernel::fill_choice(self.index, batch.len(), bits) {
+            let forms: Option<Vec<&Prepared>> = batch
+                .iter()
+                .map(|j| j.forms.iter().find(|p| p.family == alt))
+                .collect();
+            if let Some(forms) = forms {
+                let others = super::schedulers();
+                for (job, form) in batch.iter().zip(forms) {
+                    let r = others.1[alt].run_alone(form, &job.input);
+                    *job.result.lock() = Some(r);
+                    job.done.notify_one();
+                }
+                return;
+            }
+        }
         let jobs: Vec<(&KeyForm, &[u8])> = batch.iter().map(|j| (&*j.key, j.input.as_slice())).collect();
         let results = self.family.private_op_batch(&jobs);
         self.batches[batch.len() - 1].fetch_add(1, Ordering::Relaxed);

@@ -35,7 +35,7 @@ pub struct Speed {
     #[arg(long)]
     json: bool,
     /// RSA kernel family: auto (the module's choice per CPU and key size), all (every family
-    /// this CPU runs, side by side), or one family's name (e.g. ifma, portable).
+    /// this CPU runs, side by side), or one family's name (e.g. ifma, mulx, portable).
     #[arg(long, default_value = "auto")]
     kernel: String,
 }

@@ -16,7 +16,8 @@ use zeroize::Zeroizing;
 
 #[cfg(target_arch = "x86_64")]
 pub mod ifma;
-pub mod portable;
+pub mod reference;
+pub mod scalar;
 
 /// A key in one family's form. Only the family that made it looks inside (one downcast per job
 /// per batch, never per limb). Forms holding secrets zeroize themselves when dropped.
@@ -74,13 +75,17 @@ pub trait Family: Sync {
 pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
-    &portable::Portable,
+    #[cfg(target_arch = "x86_64")]
+    &scalar::MULX,
+    &scalar::PORTABLE,
+    &reference::Reference,
 ];
 
 /// Index of the reference family in `REGISTRY`.
 pub const REFERENCE: usize = REGISTRY.len() - 1;
 
 /// A key as one family prepared it.
+#[derive(Clone)]
 pub struct Prepared {
     /// Index in `REGISTRY`.
     pub family: usize,
@@ -146,13 +151,54 @@ pub fn self_test_passed(family: usize) -> bool {
 
 /// The one place that picks the family: among `candidates` (families able to take the key,
 /// in registry order), the forced one if it is among them, else the first usable one; the
-/// reference when nothing else fits. Later also the place to weigh the batch fill.
+/// reference when nothing else fits. The batch fill is weighed when a batch is drained
+/// (`fill_choice`).
 fn pick(candidates: impl Iterator<Item = usize>) -> usize {
     let mut usable_ones = candidates.filter(|&i| usable(i));
     match forced() {
         Some(f) => usable_ones.find(|&i| i == f).unwrap_or(REFERENCE),
         None => usable_ones.next().unwrap_or(REFERENCE),
     }
+}
+
+/// Where a partly filled batch of a multi-buffer family runs instead: a batch of at most
+/// `max_fill` signatures drained for `family`, with keys of `bits` bits, runs one request at a
+/// time on `instead`, when nothing is forced, `instead` is usable and took every key.
+pub struct FillRule {
+    pub family: &'static str,
+    pub bits: &'static [usize],
+    pub max_fill: usize,
+    pub instead: &'static str,
+}
+
+/// The batch-fill policy, measured (per CPU second, one request per call, against the scalar
+/// family alone: `cargo bench --bench engine`).
+///
+/// ifma: none. On this project's Sapphire-Rapids-class Xeon (model 207, 2 vCPUs, shared and
+/// loaded when measured) a lone IFMA request (the 2-lane kernel, check across lanes) signed
+/// 13,527 / 2,631 / 805 / 262 per second at RSA-1024 / 2048 / 3072 / 4096 against mulx's
+/// 6,619 / 1,331 / 441 / 157: 2.0×, 2.0×, 1.8×, 1.7×. Lone requests and remainders stay on
+/// IFMA. A multi-buffer family whose lone request costs more than the scalar path (AVX2: 4
+/// lanes, 3/4 empty for one request, ~1.5× OpenSSL's latency on Zen 3) adds its rows here, e.g.
+/// `FillRule { family: "avx2", bits: &[1024, 2048, 3072, 4096], max_fill: 1, instead: "mulx" }`.
+pub const FILL_POLICY: &[FillRule] = &[];
+
+/// The family that runs a batch of `fill` signatures drained for `family` with keys of
+/// `bits` bits, if not `family` itself (see `FILL_POLICY`; never while a family is forced).
+pub fn fill_choice(family: usize, fill: usize, bits: usize) -> Option<usize> {
+    fill_choice_in(FILL_POLICY, family, fill, bits)
+}
+
+fn fill_choice_in(policy: &[FillRule], family: usize, fill: usize, bits: usize) -> Option<usize> {
+    if forced().is_some() {
+        return None;
+    }
+    let name = REGISTRY[family].name();
+    policy
+        .iter()
+        .find(|r| r.family == name && fill <= r.max_fill && r.bits.contains(&bits))
+        .and_then(|r| by_name(r.instead))
+        .filter(|&i| usable(i) && REGISTRY[i].max_batch() == 1)
 }
 
 /// The form that serves a key's next operation, from the forms prepared for it.
@@ -218,7 +264,7 @@ mod tests {
 
     #[test]
     fn the_reference_is_last_and_every_name_is_unique() {
-        assert_eq!(REGISTRY[REFERENCE].name(), "portable");
+        assert_eq!(REGISTRY[REFERENCE].name(), "reference");
         for (i, f) in REGISTRY.iter().enumerate() {
             assert_eq!(by_name(f.name()), Some(i));
             assert!(f.name().len() < 16, "vendor stats hold 15 bytes of a name");
@@ -229,7 +275,8 @@ mod tests {
     #[test]
     fn requests_resolve_or_say_why_not() {
         assert_eq!(resolve("auto", |_| true), Ok(None));
-        assert_eq!(resolve("portable", |_| true), Ok(Some(REFERENCE)));
+        assert_eq!(resolve("reference", |_| true), Ok(Some(REFERENCE)));
+        assert_eq!(resolve("portable", |_| true), Ok(by_name("portable")));
         let e = resolve("nonsense", |_| true).unwrap_err();
         assert!(
             e.contains("unknown RSA kernel \"nonsense\"") && e.contains("portable"),
@@ -237,12 +284,37 @@ mod tests {
         );
         #[cfg(target_arch = "x86_64")]
         {
-            let e = resolve("ifma", |f| f.name() == "portable").unwrap_err();
+            let e = resolve("mulx", |f| f.name() != "mulx").unwrap_err();
             assert!(
-                e.contains("cannot run on this CPU") && e.contains("runs: auto, portable"),
+                e.contains("cannot run on this CPU") && e.contains("runs: auto, ifma, portable, reference"),
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn the_fill_policy_sends_small_batches_to_a_usable_one_request_family() {
+        let policy = [FillRule {
+            family: "ifma",
+            bits: &[2048],
+            max_fill: 1,
+            instead: "portable",
+        }];
+        // (A family forced by another test of this process turns the policy off.)
+        let (Some(ifma), Some(portable), None) = (by_name("ifma"), by_name("portable"), forced()) else {
+            return;
+        };
+        assert_eq!(fill_choice_in(&policy, ifma, 1, 2048), Some(portable));
+        assert_eq!(fill_choice_in(&policy, ifma, 2, 2048), None);
+        assert_eq!(fill_choice_in(&policy, ifma, 1, 3072), None);
+        assert_eq!(fill_choice_in(&policy, portable, 1, 2048), None);
+        // A family that batches is never the one that runs requests one by one.
+        let batching = [FillRule {
+            instead: "ifma",
+            family: "portable",
+            ..policy[0]
+        }];
+        assert_eq!(fill_choice_in(&batching, portable, 1, 2048), None);
     }
 
     #[test]

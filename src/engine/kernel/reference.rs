@@ -1,6 +1,7 @@
-//! The portable family: today's constant-time `rsa`-crate path (`engine/portable.rs`), one
-//! request per call on the caller's thread. It runs on every CPU, serves every key, and is the
-//! reference that recomputes whatever failed its check in another family.
+//! The reference family: the constant-time `rsa`-crate path (`engine/portable.rs`), one
+//! request per call on the caller's thread. It runs on every CPU, serves every key (also those
+//! no other family takes: unequal primes, public exponents over 64 bits), and recomputes
+//! whatever failed its check in another family. Last in the registry.
 
 use super::{Checked, Family, KeyForm, KeySource};
 use crate::engine::portable::PortableKey;
@@ -9,15 +10,15 @@ use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// The family object in `REGISTRY`.
-pub struct Portable;
+pub struct Reference;
 
-impl Family for Portable {
+impl Family for Reference {
     fn name(&self) -> &'static str {
-        "portable"
+        "reference"
     }
 
     fn description(&self) -> &'static str {
-        "portable Rust (rsa crate, one request per call)"
+        "reference: the rsa crate (any key, one request per call)"
     }
 
     fn vendor_id(&self) -> u64 {
@@ -50,7 +51,7 @@ impl Family for Portable {
             .map(|(form, input)| {
                 let key = form
                     .downcast_ref::<PortableKey>()
-                    .expect("a form the portable family prepared");
+                    .expect("a form the reference family prepared");
                 // The input is k bytes (checked by the engine); the check is inside.
                 match key.private_op_checked(input, input.len()) {
                     Ok(out) => (out, true),
@@ -85,6 +86,21 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// The known-answer key with its CRT parts (computed by the rsa crate), the input, and the
+/// digest of the answer (shared with the other families' known-answer tests).
+pub fn kat_components() -> Option<(crate::engine::KeyComponents, Vec<u8>, &'static str)> {
+    let c = crate::engine::KeyComponents {
+        modulus: unhex(KAT_N),
+        public_exponent: vec![1, 0, 1],
+        private_exponent: Zeroizing::new(unhex(KAT_D)),
+        prime_1: Zeroizing::new(unhex(KAT_P)),
+        prime_2: Zeroizing::new(unhex(KAT_Q)),
+        ..Default::default()
+    };
+    let full = PortableKey::new(&c).ok()?.components();
+    Some((full, unhex(KAT_INPUT), KAT_DIGEST))
+}
+
 /// The known-answer test through this family's own entry points (prepare, batch).
 fn known_answer() -> Result<bool, EngineError> {
     use sha2::{Digest, Sha256};
@@ -102,9 +118,9 @@ fn known_answer() -> Result<bool, EngineError> {
         reference: &reference,
         modulus_bits: 1024,
     };
-    let (_, form) = Portable.prepare(&source).ok_or(EngineError::InvalidKey)?;
+    let (_, form) = Reference.prepare(&source).ok_or(EngineError::InvalidKey)?;
     let input = unhex(KAT_INPUT);
-    let (out, verified) = Portable.private_op_batch(&[(&*form, &input)]).remove(0);
+    let (out, verified) = Reference.private_op_batch(&[(&*form, &input)]).remove(0);
     let digest: String = Sha256::digest(&out[..])
         .iter()
         .map(|b| format!("{b:02x}"))

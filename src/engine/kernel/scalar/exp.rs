@@ -1,0 +1,157 @@
+//! The scalar driver, generic over the arithmetic (`Arith`): input reduction, constant-time
+//! fixed-window exponentiation with a masked scan of the whole table, Garner recombination,
+//! serialisation, and the public-key check of every result. Nothing here branches on or
+//! indexes memory by a secret: loop counts and window positions follow from the (public)
+//! prime length only.
+
+use super::key::{Half, Modulus, ScalarKey};
+use super::limbs::{
+    add, from_be_bytes, mask, mask_eq, mul_wide, redc, reduce_once, select, sub, to_be_bytes, MAX_LIMBS,
+};
+use super::Arith;
+use zeroize::Zeroizing;
+
+/// Window width by exponent length: 2^w table entries against bits/w multiplications.
+fn window(bits: usize) -> usize {
+    if bits > 400 {
+        5
+    } else {
+        4
+    }
+}
+
+/// The `w` exponent bits starting at bit `pos` (positions are public; the bits are not).
+fn digit(exp: &[u64], pos: usize, w: usize) -> u64 {
+    let (i, off) = (pos / 64, pos % 64);
+    let mut v = exp[i] >> off;
+    if off + w > 64 {
+        v |= exp[i + 1] << (64 - off);
+    }
+    v & ((1 << w) - 1)
+}
+
+/// c^exp mod m for c < m·R given as 2·L limbs (the whole input): reduced by one Montgomery
+/// reduction, taken to Montgomery form with R³, raised over `bits` exponent bits, returned
+/// fully reduced in normal form.
+pub(super) fn modexp<A: Arith>(c: &[u64], h: &Half, bits: usize, out: &mut [u64]) {
+    let m = &h.m;
+    let n = m.m.len();
+    let w = window(bits);
+    let entries = 1 << w;
+    let mut wide = Zeroizing::new(c.to_vec());
+    let mut x = Zeroizing::new(vec![0u64; n]);
+    redc(&mut wide, &m.m, m.k0, &mut x);
+    // table[t] = c^t·R mod m, t < 2^w, one flat array.
+    let mut table = Zeroizing::new(vec![0u64; entries * n]);
+    table[..n].copy_from_slice(&m.r);
+    A::mul(&x, &h.rrr, &m.m, m.k0, &mut table[n..2 * n]);
+    for t in 2..entries {
+        let (done, rest) = table.split_at_mut(t * n);
+        let prev = &done[(t - 1) * n..];
+        if t % 2 == 0 {
+            A::sqr(&done[(t / 2) * n..(t / 2 + 1) * n], &m.m, m.k0, &mut rest[..n]);
+        } else {
+            A::mul(prev, &done[n..2 * n], &m.m, m.k0, &mut rest[..n]);
+        }
+    }
+    let windows = bits.div_ceil(w);
+    let mut acc = Zeroizing::new(vec![0u64; n]);
+    let mut tmp = Zeroizing::new(vec![0u64; n]);
+    let mut sel = Zeroizing::new(vec![0u64; n]);
+    for k in (0..windows).rev() {
+        let d = digit(&h.exp, k * w, w);
+        // The entry for this digit, by reading every entry and keeping one under a mask.
+        sel.fill(0);
+        for (t, entry) in table.chunks_exact(n).enumerate() {
+            let keep = mask_eq(t as u64, d);
+            for (s, e) in sel.iter_mut().zip(entry) {
+                *s |= e & keep;
+            }
+        }
+        if k == windows - 1 {
+            acc.copy_from_slice(&sel);
+            continue;
+        }
+        for _ in 0..w {
+            A::sqr(&acc, &m.m, m.k0, &mut tmp);
+            std::mem::swap(&mut acc, &mut tmp);
+        }
+        A::mul(&acc, &sel, &m.m, m.k0, &mut tmp);
+        std::mem::swap(&mut acc, &mut tmp);
+    }
+    // Out of Montgomery form: a multiplication by 1.
+    let mut one = vec![0u64; n];
+    one[0] = 1;
+    A::mul(&acc, &one, &m.m, m.k0, out);
+}
+
+/// The private-key operation without the check: s = c^d mod n by CRT and Garner, as
+/// `modulus_len` big-endian bytes. `input` is `modulus_len` bytes below n.
+pub fn private_op_unchecked<A: Arith>(key: &ScalarKey, input: &[u8]) -> Zeroizing<Vec<u8>> {
+    let l = key.limbs;
+    let mut c = Zeroizing::new(vec![0u64; 2 * l]);
+    from_be_bytes(input, &mut c);
+    let mut m1 = Zeroizing::new(vec![0u64; l]);
+    let mut m2 = Zeroizing::new(vec![0u64; l]);
+    modexp::<A>(&c, &key.p, key.prime_bits, &mut m1);
+    modexp::<A>(&c, &key.q, key.prime_bits, &mut m2);
+    let p = &key.p.m;
+    // m2 < q < 2p (equal bit lengths): one conditional subtraction gives m2 mod p.
+    let mut t = Zeroizing::new(vec![0u64; 4 * l]);
+    let (m2p, rest) = t.split_at_mut(l);
+    let (d, rest) = rest.split_at_mut(l);
+    let (diff, h) = rest.split_at_mut(l);
+    reduce_once(&m2, 0, &p.m, m2p);
+    // (m1 − m2) mod p: the difference, plus p where it borrowed.
+    let borrow = sub(&m1, m2p, d);
+    add(d, &p.m, diff);
+    select(!mask(borrow), d, diff);
+    // h = (m1 − m2)·qInv mod p; s = m2 + h·q < n.
+    A::mul(diff, &key.qinv_r, &p.m, p.k0, &mut h[..l]);
+    let mut w = Zeroizing::new(vec![0u64; 4 * l]);
+    let (hq, s) = w.split_at_mut(2 * l);
+    mul_wide(&h[..l], &key.q.m.m, hq);
+    c.fill(0);
+    c[..l].copy_from_slice(&m2);
+    add(hq, &c, s);
+    Zeroizing::new(to_be_bytes(s, key.modulus_len))
+}
+
+/// s^e mod n == input, on the family's arithmetic at 2·L limbs (public values: the branches
+/// on e's bits are fine).
+pub fn check<A: Arith>(key: &ScalarKey, input: &[u8], sig: &[u8]) -> bool {
+    let n: &Modulus = &key.n;
+    let len = n.m.len();
+    if len > MAX_LIMBS || sig.len() != key.modulus_len {
+        return false;
+    }
+    let mut s = vec![0u64; len];
+    from_be_bytes(sig, &mut s);
+    let mut base = vec![0u64; len];
+    A::mul(&s, &n.rr, &n.m, n.k0, &mut base);
+    let mut y = base.clone();
+    let mut t = vec![0u64; len];
+    for bit in (0..63 - key.e.leading_zeros()).rev() {
+        A::mul(&y, &y, &n.m, n.k0, &mut t);
+        if key.e >> bit & 1 == 1 {
+            A::mul(&t, &base, &n.m, n.k0, &mut y);
+        } else {
+            std::mem::swap(&mut y, &mut t);
+        }
+    }
+    let mut one = vec![0u64; len];
+    one[0] = 1;
+    A::mul(&y, &one, &n.m, n.k0, &mut t);
+    to_be_bytes(&t, key.modulus_len) == input
+}
+
+/// The checked private-key operation (an empty, unverified result for a malformed input, which
+/// the engine never passes).
+pub fn private_op<A: Arith>(key: &ScalarKey, input: &[u8]) -> (Zeroizing<Vec<u8>>, bool) {
+    if input.len() != key.modulus_len {
+        return (Zeroizing::new(Vec::new()), false);
+    }
+    let out = private_op_unchecked::<A>(key, input);
+    let ok = check::<A>(key, input, &out);
+    (out, ok)
+}

@@ -1,0 +1,129 @@
+//! A key in scalar form: the per-key constants both scalar families use, prepared once in
+//! constant time (limbs of p, q, dP, dQ; k0 and R², R³ for each prime; qInv·R mod p; the
+//! public modulus with its own k0 and R² for the check). Secrets are zeroized on drop.
+
+use super::limbs::{double_mod, from_be_bytes, mont_k0};
+use super::Arith;
+use crate::engine::{bit_len, strip_zeros, KeyComponents};
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+/// A modulus with its Montgomery constants, R = 2^(64·L).
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct Modulus {
+    pub m: Vec<u64>,
+    pub k0: u64,
+    /// R mod m: one in Montgomery form.
+    pub r: Vec<u64>,
+    pub rr: Vec<u64>,
+}
+
+impl Modulus {
+    /// The constants of an odd `m` (limbs). R mod m and R² mod m by doubling 1 with one
+    /// conditional subtraction per step: a count fixed by the limb count alone.
+    pub fn new(m: Vec<u64>) -> Modulus {
+        let n = m.len();
+        let mut x = vec![0u64; n];
+        x[0] = 1;
+        let mut r = Vec::new();
+        for k in 0..2 {
+            for _ in 0..64 * n {
+                double_mod(&mut x, &m);
+            }
+            if k == 0 {
+                r = x.clone();
+            }
+        }
+        Modulus {
+            k0: mont_k0(m[0]),
+            m,
+            r,
+            rr: x,
+        }
+    }
+}
+
+/// One CRT half: its prime and the private exponent modulo prime − 1.
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct Half {
+    pub m: Modulus,
+    /// R³ mod m: takes an input reduced by one Montgomery reduction into Montgomery form.
+    pub rrr: Vec<u64>,
+    /// The exponent as limbs, one zero limb beyond the prime's length (windows read across).
+    pub exp: Vec<u64>,
+}
+
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct ScalarKey {
+    #[zeroize(skip)]
+    pub limbs: usize,
+    /// Bits of each prime: the exponents' public length.
+    #[zeroize(skip)]
+    pub prime_bits: usize,
+    pub p: Half,
+    pub q: Half,
+    /// qInv·R mod p, for Garner's step as one Montgomery multiplication.
+    pub qinv_r: Vec<u64>,
+    /// The public modulus at 2·L limbs, for the check of every result.
+    #[zeroize(skip)]
+    pub n: Modulus,
+    #[zeroize(skip)]
+    pub e: u64,
+    #[zeroize(skip)]
+    pub modulus_len: usize,
+}
+
+pub fn half<A: Arith>(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
+    let mut p = vec![0u64; limbs];
+    from_be_bytes(prime, &mut p);
+    let m = Modulus::new(p);
+    let mut rrr = vec![0u64; limbs];
+    A::mul(&m.rr, &m.rr, &m.m, m.k0, &mut rrr);
+    // Every byte of the exponent as stored, leading zeros included: trimming them would
+    // branch on its secret top bytes.
+    let mut e = vec![0u64; (limbs + 1).max(exp.len().div_ceil(8))];
+    from_be_bytes(exp, &mut e);
+    Half { m, rrr, exp: e }
+}
+
+impl ScalarKey {
+    /// Scalar form of a key the reference path validated (CRT parts complete). None when it
+    /// does not fit: primes of unequal lengths (Garner's single subtraction needs q < 2p), a
+    /// public exponent over 64 bits, or a limb count the arithmetic does not serve.
+    pub fn new<A: Arith>(c: &KeyComponents) -> Option<ScalarKey> {
+        let (pb, qb) = (bit_len(&c.prime_1), bit_len(&c.prime_2));
+        let e = strip_zeros(&c.public_exponent);
+        if pb != qb
+            || pb < 64
+            || c.exponent_1.is_empty()
+            || c.exponent_2.is_empty()
+            || c.coefficient.is_empty()
+            || e.is_empty()
+            || e.len() > 8
+        {
+            return None;
+        }
+        let limbs = pb.div_ceil(64);
+        if !A::serves_limbs(limbs) {
+            return None;
+        }
+        let p = half::<A>(&c.prime_1, &c.exponent_1, limbs);
+        let q = half::<A>(&c.prime_2, &c.exponent_2, limbs);
+        let mut qinv = vec![0u64; limbs];
+        from_be_bytes(&c.coefficient, &mut qinv);
+        let mut qinv_r = vec![0u64; limbs];
+        A::mul(&qinv, &p.m.rr, &p.m.m, p.m.k0, &mut qinv_r);
+        qinv.zeroize();
+        let mut n = vec![0u64; 2 * limbs];
+        from_be_bytes(strip_zeros(&c.modulus), &mut n);
+        Some(ScalarKey {
+            n: Modulus::new(n),
+            e: e.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
+            limbs,
+            prime_bits: pb,
+            p,
+            q,
+            qinv_r,
+            modulus_len: bit_len(&c.modulus).div_ceil(8),
+        })
+    }
+}

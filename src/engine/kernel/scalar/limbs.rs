@@ -1,0 +1,160 @@
+//! Numbers as little-endian 64-bit limbs and the constant-time helpers both scalar families
+//! share: conversion from and to big-endian bytes, addition, subtraction, masked selection,
+//! the conditional subtraction that ends every Montgomery operation, and the Montgomery
+//! reduction of a double-width value. Every loop runs a fixed number of times for a given
+//! limb count; carries and choices are arithmetic, never branches or indexes.
+
+/// The most limbs an operand has: the modulus of a 16384-bit key (its check runs at 2·L).
+pub const MAX_LIMBS: usize = 256;
+
+/// An all-ones mask when `bit` is 1, zero when it is 0. Through `black_box` so the compiler
+/// cannot turn the mask back into a branch.
+#[inline(always)]
+pub fn mask(bit: u64) -> u64 {
+    core::hint::black_box(bit.wrapping_neg())
+}
+
+/// All ones when `a == b`, else zero, without comparing.
+#[inline(always)]
+pub fn mask_eq(a: u64, b: u64) -> u64 {
+    let x = a ^ b;
+    mask(((x | x.wrapping_neg()) >> 63) ^ 1)
+}
+
+/// Limbs of a big-endian byte string, into `out` (extra limbs zero; bytes beyond `out`
+/// dropped: callers size `out` to the value).
+pub fn from_be_bytes(b: &[u8], out: &mut [u64]) {
+    out.fill(0);
+    for (i, &byte) in b.iter().rev().enumerate() {
+        if let Some(w) = out.get_mut(i / 8) {
+            *w |= (byte as u64) << (8 * (i % 8));
+        }
+    }
+}
+
+/// The value as `len` big-endian bytes.
+pub fn to_be_bytes(limbs: &[u64], len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    for (i, o) in out.iter_mut().rev().enumerate() {
+        *o = (limbs.get(i / 8).copied().unwrap_or(0) >> (8 * (i % 8))) as u8;
+    }
+    out
+}
+
+/// out = a + b, returning the carry (0 or 1).
+pub fn add(a: &[u64], b: &[u64], out: &mut [u64]) -> u64 {
+    let mut carry = 0u64;
+    for ((x, y), o) in a.iter().zip(b).zip(out.iter_mut()) {
+        let s = *x as u128 + *y as u128 + carry as u128;
+        *o = s as u64;
+        carry = (s >> 64) as u64;
+    }
+    carry
+}
+
+/// out = a − b, returning the borrow (0 or 1).
+pub fn sub(a: &[u64], b: &[u64], out: &mut [u64]) -> u64 {
+    let mut borrow = 0u64;
+    for ((x, y), o) in a.iter().zip(b).zip(out.iter_mut()) {
+        let d = (*x as u128).wrapping_sub(*y as u128 + borrow as u128);
+        *o = d as u64;
+        borrow = ((d >> 64) as u64) & 1;
+    }
+    borrow
+}
+
+/// out = a where `m` is all ones, out unchanged where it is zero.
+pub fn select(m: u64, a: &[u64], out: &mut [u64]) {
+    for (o, x) in out.iter_mut().zip(a) {
+        *o = (x & m) | (*o & !m);
+    }
+}
+
+/// out = (t + top·R) mod m for t + top·R < 2m: one subtraction of m, kept unless it borrowed
+/// without the top bit to pay for it.
+pub fn reduce_once(t: &[u64], top: u64, m: &[u64], out: &mut [u64]) {
+    let n = m.len();
+    let mut d = [0u64; MAX_LIMBS];
+    let d = &mut d[..n];
+    let borrow = sub(&t[..n], m, d);
+    out.copy_from_slice(&t[..n]);
+    select(mask((top | (borrow ^ 1)) & 1), d, out);
+    d.fill(0);
+}
+
+/// −m⁻¹ mod 2^64 for odd `m0` (Newton's iteration, a fixed number of steps).
+pub fn mont_k0(m0: u64) -> u64 {
+    let mut inv: u64 = 1;
+    for _ in 0..6 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
+    }
+    inv.wrapping_neg()
+}
+
+/// Montgomery reduction of a double-width `w` (2·L limbs, w < m·R): out = w·R⁻¹ mod m, fully
+/// reduced. `w` is used as scratch.
+pub fn redc(w: &mut [u64], m: &[u64], k0: u64, out: &mut [u64]) {
+    let n = m.len();
+    assert!(w.len() == 2 * n && out.len() == n);
+    let mut extra = 0u64;
+    for i in 0..n {
+        let q = w[i].wrapping_mul(k0);
+        let mut c = 0u64;
+        for (j, mj) in m.iter().enumerate() {
+            let s = q as u128 * *mj as u128 + w[i + j] as u128 + c as u128;
+            w[i + j] = s as u64;
+            c = (s >> 64) as u64;
+        }
+        let s = w[i + n] as u128 + c as u128 + extra as u128;
+        w[i + n] = s as u64;
+        extra = (s >> 64) as u64;
+    }
+    reduce_once(&w[n..], extra, m, out);
+}
+
+/// out (2·L limbs) = a·b, schoolbook (public lengths, no reduction).
+pub fn mul_wide(a: &[u64], b: &[u64], out: &mut [u64]) {
+    let n = a.len();
+    assert!(b.len() == n && out.len() == 2 * n);
+    out.fill(0);
+    for (i, ai) in a.iter().enumerate() {
+        let mut c = 0u64;
+        for (j, bj) in b.iter().enumerate() {
+            let s = *ai as u128 * *bj as u128 + out[i + j] as u128 + c as u128;
+            out[i + j] = s as u64;
+            c = (s >> 64) as u64;
+        }
+        out[i + n] = c;
+    }
+}
+
+/// x = 2x mod m for x < m (a doubling and one conditional subtraction).
+pub fn double_mod(x: &mut [u64], m: &[u64]) {
+    let n = m.len();
+    let mut t = [0u64; MAX_LIMBS];
+    let t = &mut t[..n];
+    let top = add(x, x, t);
+    reduce_once(t, top, m, x);
+    t.fill(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_round_trip_and_masks() {
+        let b: Vec<u8> = (1..=19).collect();
+        let mut l = [0u64; 3];
+        from_be_bytes(&b, &mut l);
+        assert_eq!(to_be_bytes(&l, 19), b);
+        assert_eq!(to_be_bytes(&l, 24)[5..], b[..]);
+        assert_eq!(mask_eq(5, 5), u64::MAX);
+        assert_eq!(mask_eq(5, 4), 0);
+        assert_eq!(mask_eq(0, 1 << 63), 0);
+        assert_eq!(
+            mont_k0(0xffff_ffff_ffff_fff1).wrapping_mul(0xffff_ffff_ffff_fff1),
+            u64::MAX
+        );
+    }
+}

@@ -24,6 +24,7 @@ typedef unsigned long ferrohsm_rv;
 /* Kernel families (FERROHSM_KERNEL_STATS.id, FERROHSM_ENGINE_STATS.kernel). */
 #define FERROHSM_KERNEL_PORTABLE 0UL
 #define FERROHSM_KERNEL_AVX512_IFMA 1UL
+#define FERROHSM_KERNEL_AVX2 2UL
 
 typedef struct FERROHSM_ENGINE_STATS {
     ferrohsm_ulong kernel;              /* FERROHSM_KERNEL_* serving new RSA-2048 operations */

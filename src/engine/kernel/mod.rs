@@ -15,6 +15,8 @@ use std::sync::Arc;
 use zeroize::Zeroizing;
 
 #[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
 pub mod ifma;
 pub mod portable;
 
@@ -74,6 +76,8 @@ pub trait Family: Sync {
 pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
+    #[cfg(target_arch = "x86_64")]
+    &avx2::Avx2,
     &portable::Portable,
 ];
 

@@ -2,7 +2,8 @@
 //! once per key or once per signature outside the vector kernel: conversions from and to
 //! bytes, the Montgomery constants, Garner's step. Every function here runs in time that
 //! depends only on lengths and the radix (no branch or index on a limb's value): they see
-//! the primes, the CRT exponents and the halves of a signature.
+//! the primes, the CRT exponents and the halves of a signature. Arithmetic is `wrapping_*`
+//! (the bounds are proven in comments): an overflow check is a branch on the value.
 
 use zeroize::Zeroize;
 
@@ -58,7 +59,7 @@ pub fn mont_k0(m0: u64, w: u32) -> u64 {
 pub fn add_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) {
     let mut carry = 0u64;
     for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        let t = x + y + carry;
+        let t = x.wrapping_add(y).wrapping_add(carry);
         *o = t & mask(w);
         carry = t >> w;
     }
@@ -77,7 +78,8 @@ pub fn sub_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) -> u64 {
 
 /// x = if bit == 1 { y } else { x }, by masks.
 pub fn select_into(bit: u64, y: &[u64], x: &mut [u64]) {
-    let m = bit.wrapping_neg();
+    // The barrier keeps LLVM from turning the masks back into a branch or conditional move.
+    let m = core::hint::black_box(bit.wrapping_neg());
     for (a, &b) in x.iter_mut().zip(y) {
         *a = (*a & !m) | (b & m);
     }
@@ -95,18 +97,19 @@ pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, w: u32, out: &mut [u64
     let l = m.len();
     let mut acc = [0u64; 2 * MAX_SCALAR + 1];
     for i in 0..l {
+        // A column takes at most 2L ≤ 160 products below 2^56 and a carry: below 2^64.
         for j in 0..l {
-            acc[i + j] += a[i] * b[j];
+            acc[i + j] = acc[i + j].wrapping_add(a[i].wrapping_mul(b[j]));
         }
-        let q = ((acc[i] & mask(w)) * k0) & mask(w);
+        let q = ((acc[i] & mask(w)).wrapping_mul(k0)) & mask(w);
         for j in 0..l {
-            acc[i + j] += q * m[j];
+            acc[i + j] = acc[i + j].wrapping_add(q.wrapping_mul(m[j]));
         }
-        acc[i + 1] += acc[i] >> w;
+        acc[i + 1] = acc[i + 1].wrapping_add(acc[i] >> w);
     }
     let mut carry = 0u64;
     for (j, o) in out.iter_mut().enumerate() {
-        let t = acc[l + j] + carry;
+        let t = acc[l + j].wrapping_add(carry);
         *o = t & mask(w);
         carry = t >> w;
     }
@@ -121,12 +124,12 @@ pub fn mul_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) {
     let mut acc = [0u64; 2 * MAX_SCALAR];
     for (i, &x) in a.iter().enumerate() {
         for (j, &y) in b.iter().enumerate() {
-            acc[i + j] += x * y;
+            acc[i + j] = acc[i + j].wrapping_add(x.wrapping_mul(y));
         }
     }
     let mut carry = 0u64;
     for (j, o) in out.iter_mut().enumerate() {
-        let t = acc[j] + carry;
+        let t = acc[j].wrapping_add(carry);
         *o = t & mask(w);
         carry = t >> w;
     }

@@ -168,17 +168,22 @@ fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
     let mut cols = [[_mm256_setzero_si256(); L]; 2];
     let acc = cols.as_flattened_mut();
+    // The doubled operand once per squaring, from memory in the loop (computed inside the
+    // loop, LLVM loses that its upper halves are zero and emulates a 64-bit multiply).
+    let mut a2 = [_mm256_setzero_si256(); L];
+    for j in 0..L {
+        a2[j] = add(a[j], a[j]);
+    }
     acc[0] = mul(a[0], a[0]);
     for i in 0..L {
         let ai = a[i];
-        let a2i = add(ai, ai);
         let t0 = acc[i];
         let q = _mm256_and_si256(mul(_mm256_and_si256(t0, mask), k0), mask);
         let t0 = add(t0, mul(q, m[0]));
         let mut next = add(_mm256_srli_epi64::<W>(t0), mul(q, m[1]));
         if i == 0 {
             // Row 0's first cross product lands in column 1, which fixes q_1.
-            next = add(next, mul(a2i, a[1]));
+            next = add(next, mul(ai, a2[1]));
         }
         acc[i + 1] = add(acc[i + 1], next);
         for j in 2..=i {
@@ -189,11 +194,12 @@ fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
             acc[2 * i] = add(acc[2 * i], mul(ai, ai));
         }
         for j in (i + 1).max(2)..L {
-            acc[i + j] = add(acc[i + j], add(mul(a2i, a[j]), mul(q, m[j])));
+            acc[i + j] = add(acc[i + j], add(mul(ai, a2[j]), mul(q, m[j])));
         }
     }
     let out = normalize::<L, W>(&acc[L..]);
     cols.zeroize();
+    a2.zeroize();
     out
 }
 

@@ -24,6 +24,7 @@ typedef unsigned long ferrohsm_rv;
 /* Kernel families (FERROHSM_KERNEL_STATS.id, FERROHSM_ENGINE_STATS.kernel). */
 #define FERROHSM_KERNEL_REFERENCE 0UL   /* the rsa crate; until 1.2 this id was named FERROHSM_KERNEL_PORTABLE */
 #define FERROHSM_KERNEL_AVX512_IFMA 1UL
+#define FERROHSM_KERNEL_AVX2 2UL        /* AVX2 4-lane multi-buffer */
 #define FERROHSM_KERNEL_MULX 3UL        /* x86-64 BMI2+ADX scalar Montgomery */
 #define FERROHSM_KERNEL_PORTABLE 4UL    /* portable Rust scalar Montgomery */
 

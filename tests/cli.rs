@@ -489,6 +489,9 @@ fn speed_measures_every_kernel_family_side_by_side() {
     if std::is_x86_feature_detected!("avx512ifma") && std::is_x86_feature_detected!("avx512vl") {
         families.push("ifma");
     }
+    if std::is_x86_feature_detected!("avx2") {
+        families.push("avx2");
+    }
     for f in &families {
         let section = out
             .split(&format!("kernel {f}:\n"))

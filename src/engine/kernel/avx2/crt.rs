@@ -1,0 +1,458 @@
+//! RSA private-key operations on the AVX2 kernel: per-key constants prepared once (radix
+//! 2^28), the two CRT halves of a signature as two lanes, Garner's recombination and the
+//! serialisation in constant time, and the public-key check of every result on the kernel.
+
+use super::limbs::{self, MAX_SCALAR};
+use super::vertical::{modexp, powmod_public, LaneInput, PublicLane, LANES};
+use crate::engine::{bit_len, strip_zeros, KeyComponents};
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
+
+/// Radix of the private-key kernel.
+pub const W: u32 = 28;
+
+/// Limb counts of a prime with a compiled kernel (batch classes): primes of up to 530, 1034,
+/// 1538 and 2070 bits (RSA-1024, 2048, 3072, 4096), with R = 2^(28·L) ≥ 4p.
+pub const LIMB_COUNTS: [usize; 4] = [19, 37, 55, 74];
+
+/// Per class, the check's limbs and radix for the modulus: R ≥ 4n, and at most 2L + 2
+/// products of 2w bits per 64-bit column (hence radix 2^26 for RSA-4096).
+pub const CHECK: [(usize, u32); 4] = [(38, 28), (74, 28), (110, 28), (160, 26)];
+
+/// The class of a prime of this many bits, if one is compiled.
+pub fn class_of(prime_bits: usize) -> Option<usize> {
+    LIMB_COUNTS
+        .iter()
+        .position(|&l| l == (prime_bits + 2).div_ceil(W as usize))
+}
+
+/// Everything one CRT half needs.
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct Half {
+    pub m: Vec<u64>,
+    pub k0: u64,
+    pub rr: Vec<u64>,
+    pub rrr: Vec<u64>,
+    /// d mod (m − 1) as little-endian 64-bit words.
+    pub exp: Vec<u64>,
+}
+
+/// A key in this family's form.
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct CrtKey {
+    #[zeroize(skip)]
+    pub class: usize,
+    #[zeroize(skip)]
+    pub limbs: usize,
+    #[zeroize(skip)]
+    pub prime_bits: usize,
+    pub p: Half,
+    pub q: Half,
+    /// qInv·R mod p: Garner's product as one Montgomery multiplication.
+    pub qinv_r: Vec<u64>,
+    /// The public key in the check's radix (`CHECK[class]`).
+    #[zeroize(skip)]
+    pub n: Vec<u64>,
+    #[zeroize(skip)]
+    pub n_k0: u64,
+    #[zeroize(skip)]
+    pub n_rr: Vec<u64>,
+    #[zeroize(skip)]
+    pub e: u64,
+    #[zeroize(skip)]
+    pub modulus_len: usize,
+}
+
+fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
+    let mut m = vec![0u64; limbs];
+    limbs::from_be_bytes(prime, W, &mut m);
+    let [mut r1, rr, rrr] = limbs::powers_of_r(&m, W);
+    r1.zeroize();
+    // Every byte of the exponent as stored, leading zeros included (skipping them would
+    // branch on its secret top bytes); one spare word for windows that straddle the top.
+    let words = bit_len(prime).div_ceil(64).max(exp.len().div_ceil(8)) + 1;
+    let mut w = vec![0u64; words];
+    for (i, &byte) in exp.iter().rev().enumerate() {
+        w[i / 8] |= (byte as u64) << (8 * (i % 8));
+    }
+    Half {
+        k0: limbs::mont_k0(m[0], W),
+        m,
+        rr,
+        rrr,
+        exp: w,
+    }
+}
+
+impl CrtKey {
+    /// This family's form of a key the reference already validated; None for keys it does not
+    /// take (primes of unequal lengths, sizes without a kernel, missing CRT components).
+    pub fn new(c: &KeyComponents) -> Option<CrtKey> {
+        let (pb, qb) = (bit_len(&c.prime_1), bit_len(&c.prime_2));
+        let e = strip_zeros(&c.public_exponent);
+        if pb != qb
+            || c.exponent_1.is_empty()
+            || c.exponent_2.is_empty()
+            || c.coefficient.is_empty()
+            || e.is_empty()
+            || e.len() > 8
+        {
+            return None;
+        }
+        let class = class_of(pb)?;
+        let limbs = LIMB_COUNTS[class];
+        let p = half(&c.prime_1, &c.exponent_1, limbs);
+        let q = half(&c.prime_2, &c.exponent_2, limbs);
+        let mut qinv = vec![0u64; limbs];
+        limbs::from_be_bytes(&c.coefficient, W, &mut qinv);
+        let mut qinv_r = vec![0u64; limbs];
+        limbs::amm_into(&qinv, &p.rr, &p.m, p.k0, W, &mut qinv_r);
+        let mut scratch = vec![0u64; limbs];
+        limbs::reduce_once(&mut qinv_r, &p.m, W, &mut scratch);
+        qinv.zeroize();
+        scratch.zeroize();
+        let (nl, nw) = CHECK[class];
+        let mut n = vec![0u64; nl];
+        limbs::from_be_bytes(strip_zeros(&c.modulus), nw, &mut n);
+        let [_, n_rr, _] = limbs::powers_of_r(&n, nw);
+        Some(CrtKey {
+            class,
+            limbs,
+            prime_bits: pb,
+            n_k0: limbs::mont_k0(n[0], nw),
+            n,
+            n_rr,
+            e: e.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
+            p,
+            q,
+            qinv_r,
+            modulus_len: bit_len(&c.modulus).div_ceil(8),
+        })
+    }
+
+    /// The input split for the kernel: the low and high L limbs (c < n < R²).
+    fn split_input(&self, input: &[u8]) -> (Vec<u64>, Vec<u64>) {
+        let mut c = vec![0u64; 2 * self.limbs];
+        limbs::from_be_bytes(input, W, &mut c);
+        let hi = c.split_off(self.limbs);
+        (c, hi)
+    }
+
+    /// Garner: s = m2 + q·(qInv·(m1 − m2) mod p), serialised at the modulus length, with the
+    /// intermediates on the stack, wiped before returning.
+    fn recombine(&self, m1: &[u64], m2: &[u64]) -> Zeroizing<Vec<u8>> {
+        let (p, l) = (&self.p, self.limbs);
+        let mut t = [[0u64; MAX_SCALAR]; 4];
+        let [m2p, d, diff, scratch] = &mut t;
+        let (m2p, d, diff, scratch) = (&mut m2p[..l], &mut d[..l], &mut diff[..l], &mut scratch[..l]);
+        // m2 < q < 2p (equal bit lengths): one conditional subtraction gives m2 mod p.
+        m2p.copy_from_slice(m2);
+        limbs::reduce_once(m2p, &p.m, W, scratch);
+        let borrow = limbs::sub_into(m1, m2p, W, d);
+        // (m1 − m2) mod p: the difference, or the difference plus p where it borrowed.
+        limbs::add_into(d, &p.m, W, diff);
+        limbs::select_into(borrow ^ 1, d, diff);
+        limbs::amm_into(diff, &self.qinv_r, &p.m, p.k0, W, m2p);
+        limbs::reduce_once(m2p, &p.m, W, scratch);
+        let mut w = [[0u64; 2 * MAX_SCALAR]; 3];
+        let [hq, m2w, s] = &mut w;
+        let (hq, m2w, s) = (&mut hq[..2 * l], &mut m2w[..2 * l], &mut s[..2 * l]);
+        limbs::mul_into(m2p, &self.q.m, W, hq);
+        m2w[..l].copy_from_slice(m2);
+        limbs::add_into(hq, m2w, W, s);
+        let out = Zeroizing::new(limbs::to_be_bytes(s, W, self.modulus_len));
+        t.zeroize();
+        w.zeroize();
+        out
+    }
+}
+
+/// Private-key operations of up to two signatures (four lanes) of one class, each with
+/// whether it passed the public-key check (it must not be released otherwise).
+pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(Zeroizing<Vec<u8>>, bool)> {
+    let results = private_op_unchecked(jobs);
+    let verified = verify_batch(jobs, &results);
+    results.into_iter().zip(verified).collect()
+}
+
+/// The secret-dependent part of `private_op_batch`: results not yet checked. Constant time
+/// in the keys and the inputs (tests/constant_time.rs runs it under valgrind).
+pub fn private_op_unchecked(jobs: &[(&CrtKey, &[u8])]) -> Vec<Zeroizing<Vec<u8>>> {
+    assert!(!jobs.is_empty() && jobs.len() * 2 <= LANES);
+    let class = jobs[0].0.class;
+    assert!(jobs.iter().all(|(k, _)| k.class == class));
+    let mut splits: Vec<(Vec<u64>, Vec<u64>)> = jobs.iter().map(|(k, c)| k.split_input(c)).collect();
+    let mut lanes = Vec::with_capacity(jobs.len() * 2);
+    for ((key, _), (lo, hi)) in jobs.iter().zip(&splits) {
+        for h in [&key.p, &key.q] {
+            lanes.push(LaneInput {
+                lo,
+                hi,
+                m: &h.m,
+                k0: h.k0,
+                rr: &h.rr,
+                rrr: &h.rrr,
+                exp: &h.exp,
+            });
+        }
+    }
+    // The exponent length is public: the widest prime in the batch.
+    let exp_bits = jobs.iter().map(|(k, _)| k.prime_bits).max().unwrap_or(0);
+    fn run<const L: usize>(
+        lanes: &[LaneInput],
+        exp_bits: usize,
+        jobs: &[(&CrtKey, &[u8])],
+    ) -> Vec<Zeroizing<Vec<u8>>> {
+        let mut out = modexp::<L, { W as i32 }>(lanes, exp_bits);
+        let sigs = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
+            .collect();
+        out.zeroize();
+        sigs
+    }
+    let results = match class {
+        0 => run::<{ LIMB_COUNTS[0] }>(&lanes, exp_bits, jobs),
+        1 => run::<{ LIMB_COUNTS[1] }>(&lanes, exp_bits, jobs),
+        2 => run::<{ LIMB_COUNTS[2] }>(&lanes, exp_bits, jobs),
+        _ => run::<{ LIMB_COUNTS[3] }>(&lanes, exp_bits, jobs),
+    };
+    drop(lanes);
+    for (lo, hi) in splits.iter_mut() {
+        lo.zeroize();
+        hi.zeroize();
+    }
+    results
+}
+
+/// s^e mod n == input for every job, on the kernel.
+pub fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
+    let class = jobs[0].0.class;
+    let (nl, nw) = CHECK[class];
+    let bases: Vec<Vec<u64>> = sigs
+        .iter()
+        .map(|s| {
+            let mut v = vec![0u64; nl];
+            limbs::from_be_bytes(s, nw, &mut v);
+            v
+        })
+        .collect();
+    let lanes: Vec<PublicLane> = jobs
+        .iter()
+        .zip(&bases)
+        .map(|((k, _), b)| PublicLane {
+            base: b,
+            n: &k.n,
+            k0: k.n_k0,
+            rr: &k.n_rr,
+            e: k.e,
+        })
+        .collect();
+    let back: Vec<Vec<u64>> = match class {
+        0 => check::<{ CHECK[0].0 }, { CHECK[0].1 as i32 }>(&lanes),
+        1 => check::<{ CHECK[1].0 }, { CHECK[1].1 as i32 }>(&lanes),
+        2 => check::<{ CHECK[2].0 }, { CHECK[2].1 as i32 }>(&lanes),
+        _ => check::<{ CHECK[3].0 }, { CHECK[3].1 as i32 }>(&lanes),
+    };
+    jobs.iter()
+        .zip(back)
+        .map(|((k, input), r)| limbs::to_be_bytes(&r, nw, k.modulus_len) == *input)
+        .collect()
+}
+
+fn check<const L: usize, const NW: i32>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+    powmod_public::<L, NW>(lanes)
+        .into_iter()
+        .map(|x| x.to_vec())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::PreparedKey;
+
+    fn key(bits: usize) -> (KeyComponents, PreparedKey) {
+        let c = crate::engine::generate(bits, &[1, 0, 1]).unwrap();
+        let k = PreparedKey::new(&c).unwrap();
+        (c, k)
+    }
+
+    fn be_minus_1(v: &[u8]) -> Vec<u8> {
+        let mut out = v.to_vec();
+        for b in out.iter_mut().rev() {
+            let (r, borrow) = b.overflowing_sub(1);
+            *b = r;
+            if !borrow {
+                break;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn kernel_matches_reference_for_every_size_and_batch_width() {
+        if !super::super::vertical::available() {
+            eprintln!("no AVX2 on this CPU");
+            return;
+        }
+        for bits in [1024usize, 2048, 3072, 4096] {
+            let keys: Vec<_> = (0..2).map(|_| key(bits)).collect();
+            let crt: Vec<CrtKey> = keys.iter().map(|(c, _)| CrtKey::new(c).unwrap()).collect();
+            assert_eq!(
+                crt[0].class,
+                LIMB_COUNTS.iter().position(|&l| l * 28 >= bits / 2 + 2).unwrap()
+            );
+            let k = bits / 8;
+            let pad = |v: &[u8]| {
+                let mut out = vec![0u8; k - v.len()];
+                out.extend_from_slice(v);
+                out
+            };
+            let c0 = &keys[0].0;
+            let mut inputs: Vec<Vec<u8>> = vec![
+                vec![0; k],
+                pad(&[1]),
+                be_minus_1(&c0.modulus),
+                pad(&c0.prime_1),
+                pad(&c0.prime_2),
+                pad(&be_minus_1(&c0.prime_1)),
+            ];
+            for _ in 0..4 {
+                let mut v = vec![0u8; k];
+                getrandom::fill(&mut v).unwrap();
+                v[0] &= 0x7f;
+                inputs.push(v);
+            }
+            let mut compared = 0;
+            for width in 1..=LANES / 2 {
+                for chunk in inputs.chunks(width) {
+                    // Mixed keys in one batch.
+                    let jobs: Vec<(&CrtKey, &[u8])> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| (&crt[i % 2], c.as_slice()))
+                        .collect();
+                    let got = private_op_batch(&jobs);
+                    for (i, c) in chunk.iter().enumerate() {
+                        let reference = keys[i % 2].1.inner.private_op_checked(c, k);
+                        // Inputs ≥ n (possible for the second key) are refused upstream.
+                        if let Ok(r) = reference {
+                            assert_eq!(&got[i].0[..], &r[..], "RSA-{bits}, width {width}, input {i}");
+                            assert!(got[i].1, "RSA-{bits}: a correct result failed the check");
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+            assert!(compared >= 16, "RSA-{bits}: only {compared} results compared");
+            // A wrong result never passes the check, alone or beside a right one.
+            let job = [(&crt[0], inputs[7].as_slice()), (&crt[1], inputs[8].as_slice())];
+            let mut sigs = private_op_unchecked(&job);
+            let good = sigs[1].clone();
+            sigs[0][k / 2] ^= 4;
+            let checked = verify_batch(&job, &sigs);
+            assert!(!checked[0]);
+            assert_eq!(
+                checked[1],
+                keys[1]
+                    .1
+                    .inner
+                    .private_op_checked(&inputs[8], k)
+                    .map(|r| *r == *good)
+                    .unwrap_or(false)
+            );
+        }
+    }
+
+    #[test]
+    fn keys_it_cannot_take_are_refused() {
+        let (mut c, _) = key(1024);
+        // Unequal prime lengths.
+        let mut shorter = c.clone();
+        shorter.prime_2 = Zeroizing::new(c.prime_2[1..].to_vec());
+        assert!(CrtKey::new(&shorter).is_none());
+        // A size without a kernel (primes of 600 bits).
+        assert!(class_of(600).is_none() && class_of(512).is_some() && class_of(2048).is_some());
+        // Missing CRT components.
+        c.coefficient = Zeroizing::new(vec![]);
+        assert!(CrtKey::new(&c).is_none());
+    }
+
+    /// Exponent edge cases on the raw kernel with a prime modulus: x^0 = 1, x^1 = x,
+    /// x^(p−1) = 1 (Fermat, a full-width exponent), x^(p−2)·x = 1, 0^e = 0, on 1..4 lanes.
+    #[test]
+    fn exponent_edge_cases() {
+        if !super::super::vertical::available() {
+            return;
+        }
+        fn at<const L: usize>(bits: usize) {
+            let (c, _) = key(bits);
+            let mut m = vec![0u64; L];
+            limbs::from_be_bytes(&c.prime_1, W, &mut m);
+            let k0 = limbs::mont_k0(m[0], W);
+            let [r1, rr, rrr] = limbs::powers_of_r(&m, W);
+            let pbits = bit_len(&c.prime_1);
+            let words = |b: &[u8]| {
+                let mut w = vec![0u64; b.len().div_ceil(8) + 1];
+                for (i, &byte) in b.iter().rev().enumerate() {
+                    w[i / 8] |= (byte as u64) << (8 * (i % 8));
+                }
+                w
+            };
+            let p_minus_1 = words(&be_minus_1(&c.prime_1));
+            let p_minus_2 = words(&be_minus_1(&be_minus_1(&c.prime_1)));
+            let mut x = r1.clone(); // R mod p: below p, not special
+            x[0] ^= 1 << 5;
+            let zero = vec![0u64; L];
+            let mut one = vec![0u64; L];
+            one[0] = 1;
+            // (base, exponent, expected: None for the inverse, checked by multiplying back)
+            type Case<'a> = (&'a [u64], Vec<u64>, Option<&'a [u64]>);
+            let cases: Vec<Case> = vec![
+                (&x, vec![0], Some(&one)),
+                (&x, vec![1], Some(&x)),
+                (&x, p_minus_1.clone(), Some(&one)),
+                (&x, p_minus_2, None),
+                (&zero, p_minus_1, Some(&zero)),
+                (&zero, vec![0], Some(&one)),
+            ];
+            for lanes in 1..=LANES {
+                for case in cases.chunks(lanes) {
+                    let input: Vec<LaneInput> = case
+                        .iter()
+                        .map(|(b, e, _)| LaneInput {
+                            lo: b,
+                            hi: &zero,
+                            m: &m,
+                            k0,
+                            rr: &rr,
+                            rrr: &rrr,
+                            exp: e,
+                        })
+                        .collect();
+                    let out = modexp::<L, { W as i32 }>(&input, pbits);
+                    for ((_, e, want), r) in case.iter().zip(&out) {
+                        match want {
+                            Some(w) => {
+                                assert_eq!(&r[..], *w, "{L} limbs, {lanes} lanes, exponent {:x}", e[0])
+                            }
+                            None => {
+                                // x·x^(p−2)/R, times R²/R: 1.
+                                let (mut t, mut u, mut s) = (vec![0u64; L], vec![0u64; L], vec![0u64; L]);
+                                limbs::amm_into(r, &x, &m, k0, W, &mut t);
+                                limbs::amm_into(&t, &rr, &m, k0, W, &mut u);
+                                limbs::reduce_once(&mut u, &m, W, &mut s);
+                                assert_eq!(u, one, "x·x^(p−2) at {L} limbs, {lanes} lanes");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        at::<{ LIMB_COUNTS[0] }>(1024);
+        at::<{ LIMB_COUNTS[1] }>(2048);
+        at::<{ LIMB_COUNTS[2] }>(3072);
+        at::<{ LIMB_COUNTS[3] }>(4096);
+    }
+}

@@ -1,0 +1,202 @@
+//! Scalar helpers in radix 2^w (w ≤ 28, one limb per u64, little-endian limbs) for what runs
+//! once per key or once per signature outside the vector kernel: conversions from and to
+//! bytes, the Montgomery constants, Garner's step. Every function here runs in time that
+//! depends only on lengths and the radix (no branch or index on a limb's value): they see
+//! the primes, the CRT exponents and the halves of a signature. Arithmetic is `wrapping_*`
+//! (the bounds are proven in comments): an overflow check is a branch on the value.
+
+use zeroize::Zeroize;
+
+/// Big-endian bytes into `out.len()` limbs of `w` bits. Bits beyond the limbs' capacity are
+/// dropped (the caller sizes `out` for the values it admits).
+pub fn from_be_bytes(bytes: &[u8], w: u32, out: &mut [u64]) {
+    out.fill(0);
+    for (i, &b) in bytes.iter().rev().enumerate() {
+        let pos = 8 * i;
+        let (k, r) = (pos / w as usize, (pos % w as usize) as u32);
+        if k < out.len() {
+            out[k] |= ((b as u64) << r) & mask(w);
+        }
+        // The byte's bits above the limb go to the next one (positions are public).
+        if r + 8 > w && k + 1 < out.len() {
+            out[k + 1] |= (b as u64) >> (w - r);
+        }
+    }
+}
+
+/// Normalised limbs into `len` big-endian bytes (the value must fit).
+pub fn to_be_bytes(x: &[u64], w: u32, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    for (i, o) in out.iter_mut().rev().enumerate() {
+        let pos = 8 * i;
+        let (k, r) = (pos / w as usize, (pos % w as usize) as u32);
+        let mut v = 0u64;
+        if k < x.len() {
+            v = x[k] >> r;
+        }
+        if r + 8 > w && k + 1 < x.len() {
+            v |= x[k + 1] << (w - r);
+        }
+        *o = v as u8;
+    }
+    out
+}
+
+pub const fn mask(w: u32) -> u64 {
+    (1u64 << w) - 1
+}
+
+/// −m⁻¹ mod 2^w for odd m0, by Newton's iteration (each step doubles the correct bits).
+pub fn mont_k0(m0: u64, w: u32) -> u64 {
+    let mut inv = m0; // correct to 3 bits: m·m ≡ 1 mod 8 for odd m
+    for _ in 0..5 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(m0.wrapping_mul(inv)));
+    }
+    inv.wrapping_neg() & mask(w)
+}
+
+/// out = a + b with carries propagated (same lengths; the sum must fit).
+pub fn add_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) {
+    let mut carry = 0u64;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        let t = x.wrapping_add(y).wrapping_add(carry);
+        *o = t & mask(w);
+        carry = t >> w;
+    }
+}
+
+/// out = a − b; returns the borrow (1 when a < b), out then holds a − b + 2^(w·len).
+pub fn sub_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) -> u64 {
+    let mut borrow = 0u64;
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        let t = x.wrapping_sub(y).wrapping_sub(borrow);
+        *o = t & mask(w);
+        borrow = t >> 63;
+    }
+    borrow
+}
+
+/// x = if bit == 1 { y } else { x }, by masks.
+pub fn select_into(bit: u64, y: &[u64], x: &mut [u64]) {
+    // The barrier keeps LLVM from turning the masks back into a branch or conditional move.
+    let m = core::hint::black_box(bit.wrapping_neg());
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a = (*a & !m) | (b & m);
+    }
+}
+
+/// x mod m for x < 2m, in place (`scratch` as long as x).
+pub fn reduce_once(x: &mut [u64], m: &[u64], w: u32, scratch: &mut [u64]) {
+    let borrow = sub_into(x, m, w, scratch);
+    select_into(borrow ^ 1, scratch, x);
+}
+
+/// Almost-Montgomery product a·b·2^(−w·L) mod m, below 2m for a, b < 2m and 2^(w·L) ≥ 4m.
+/// `out` has L limbs; at most 80 limbs.
+pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, w: u32, out: &mut [u64]) {
+    let l = m.len();
+    let mut acc = [0u64; 2 * MAX_SCALAR + 1];
+    for i in 0..l {
+        // A column takes at most 2L ≤ 160 products below 2^56 and a carry: below 2^64.
+        for j in 0..l {
+            acc[i + j] = acc[i + j].wrapping_add(a[i].wrapping_mul(b[j]));
+        }
+        let q = ((acc[i] & mask(w)).wrapping_mul(k0)) & mask(w);
+        for j in 0..l {
+            acc[i + j] = acc[i + j].wrapping_add(q.wrapping_mul(m[j]));
+        }
+        acc[i + 1] = acc[i + 1].wrapping_add(acc[i] >> w);
+    }
+    let mut carry = 0u64;
+    for (j, o) in out.iter_mut().enumerate() {
+        let t = acc[l + j].wrapping_add(carry);
+        *o = t & mask(w);
+        carry = t >> w;
+    }
+    acc.zeroize();
+}
+
+/// The widest operand of the scalar helpers (a prime of the largest class).
+pub const MAX_SCALAR: usize = 80;
+
+/// out = a·b (out has a.len() + b.len() limbs, normalised).
+pub fn mul_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) {
+    let mut acc = [0u64; 2 * MAX_SCALAR];
+    for (i, &x) in a.iter().enumerate() {
+        for (j, &y) in b.iter().enumerate() {
+            acc[i + j] = acc[i + j].wrapping_add(x.wrapping_mul(y));
+        }
+    }
+    let mut carry = 0u64;
+    for (j, o) in out.iter_mut().enumerate() {
+        let t = acc[j].wrapping_add(carry);
+        *o = t & mask(w);
+        carry = t >> w;
+    }
+    acc.zeroize();
+}
+
+/// 2^(w·L·k) mod m for k = 1, 2, 3, by doubling with a conditional subtraction at every step
+/// (a fixed number of steps: nothing depends on m's value).
+pub fn powers_of_r(m: &[u64], w: u32) -> [Vec<u64>; 3] {
+    let l = m.len();
+    let mut x = vec![0u64; l];
+    x[0] = 1;
+    let mut doubled = vec![0u64; l];
+    let mut scratch = vec![0u64; l];
+    let mut out: [Vec<u64>; 3] = Default::default();
+    for o in out.iter_mut() {
+        for _ in 0..w as usize * l {
+            add_into(&x, &x, w, &mut doubled);
+            reduce_once(&mut doubled, m, w, &mut scratch);
+            x.copy_from_slice(&doubled);
+        }
+        *o = x.clone();
+    }
+    x.zeroize();
+    doubled.zeroize();
+    scratch.zeroize();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers_agree_with_each_other() {
+        for w in [26u32, 27, 28] {
+            let l = 20;
+            let mut bytes = vec![0u8; 60];
+            getrandom::fill(&mut bytes).unwrap();
+            bytes[0] |= 0x80;
+            *bytes.last_mut().unwrap() |= 1;
+            let mut m = vec![0u64; l];
+            from_be_bytes(&bytes, w, &mut m);
+            assert_eq!(to_be_bytes(&m, w, 60), bytes);
+            assert!(m.iter().all(|&x| x <= mask(w)));
+            let k0 = mont_k0(m[0], w);
+            assert_eq!((k0 * m[0] + 1) & mask(w), 0);
+            let [r1, rr, rrr] = powers_of_r(&m, w);
+            let mut one = vec![0u64; l];
+            one[0] = 1;
+            let mut s = vec![0u64; l];
+            // R²·1/R = R, R³/R = R², R·R/R = R (each reduced once).
+            for (a, b, want) in [(&rr, &one, &r1), (&rrr, &one, &rr), (&r1, &r1, &r1)] {
+                let mut t = vec![0u64; l];
+                amm_into(a, b, &m, k0, w, &mut t);
+                reduce_once(&mut t, &m, w, &mut s);
+                assert_eq!(&t, want, "w = {w}");
+            }
+            // (R mod m)·1 as a full product, and the sum of a value with itself.
+            let mut p = vec![0u64; 2 * l];
+            mul_into(&r1, &one, w, &mut p);
+            assert_eq!(&p[..l], &r1[..]);
+            assert!(p[l..].iter().all(|&x| x == 0));
+            let mut d = vec![0u64; l];
+            add_into(&r1, &r1, w, &mut d);
+            assert_eq!(sub_into(&d, &r1, w, &mut s), 0);
+            assert_eq!(s, r1);
+        }
+    }
+}

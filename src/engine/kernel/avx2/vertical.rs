@@ -1,0 +1,338 @@
+//! The AVX2 vertical kernel: four independent modular exponentiations side by side, one per
+//! 64-bit lane of a ymm register, limb j of every lane in vector j. Radix 2^w (w = 28, or 26
+//! for the widest public check) so that `vpmuludq` (32×32→64 bits per lane) forms a limb
+//! product below 2^(2w) and a column can take the at most 2L + 2 products it ever receives
+//! without a carry (lazy carries: one carry chain per operation, at its end).
+//!
+//! Almost-Montgomery arithmetic: with R = 2^(w·L) ≥ 4m, operands below 2m give results below
+//! 2m, so nothing is reduced inside the exponentiation. The multiplication (`amm`) does the
+//! product row and the reduction row of each limb in one pass; the squaring (`ams`) computes
+//! each cross product once (doubled operand) and runs the reduction in the same pass.
+//!
+//! Constant time: fixed 5-bit windows over the public exponent length, the table entry of
+//! every lane chosen by a masked scan of the whole table (`vpcmpeqq` + and/or), conditional
+//! subtractions by borrow masks; no branch or address depends on a limb or an exponent bit.
+
+use super::limbs::mask;
+use std::arch::x86_64::*;
+use zeroize::Zeroize;
+
+/// Lanes per vector: CRT halves, so two signatures per call.
+pub const LANES: usize = 4;
+/// Exponent bits per window (a table of 32 entries, scanned in full at every window).
+pub const WINDOW: usize = 5;
+
+type V = __m256i;
+
+/// Whether this CPU runs the kernel.
+pub fn available() -> bool {
+    is_x86_feature_detected!("avx2")
+}
+
+/// One lane of a private-key exponentiation: base = lo + hi·R (lo < R, hi < m), its modulus,
+/// −m⁻¹ mod 2^w, R² and R³ mod m, and the exponent as little-endian 64-bit words.
+pub struct LaneInput<'a> {
+    pub lo: &'a [u64],
+    pub hi: &'a [u64],
+    pub m: &'a [u64],
+    pub k0: u64,
+    pub rr: &'a [u64],
+    pub rrr: &'a [u64],
+    pub exp: &'a [u64],
+}
+
+/// One lane of a public-key exponentiation (the check): base < n, n, −n⁻¹ mod 2^w, R² mod n
+/// and the public exponent.
+pub struct PublicLane<'a> {
+    pub base: &'a [u64],
+    pub n: &'a [u64],
+    pub k0: u64,
+    pub rr: &'a [u64],
+    pub e: u64,
+}
+
+/// base^exp mod m for every lane (at most `LANES`; missing lanes repeat lane 0, their results
+/// are dropped), fully reduced. `exp_bits` (public) bounds every lane's exponent.
+pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
+    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+    // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
+    let out = unsafe { modexp_avx2::<L, W>(lanes, exp_bits) };
+    out[..lanes.len()].to_vec()
+}
+
+/// base^e mod n for every lane (public values: the check of every result before release).
+pub fn powmod_public<const L: usize, const W: i32>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
+    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+    // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
+    let out = unsafe { powmod_public_avx2::<L, W>(lanes) };
+    out[..lanes.len()].to_vec()
+}
+
+/// Limb j of every lane into vector j (`get` gives a lane's limbs; lanes past the end repeat
+/// lane 0).
+#[target_feature(enable = "avx2")]
+fn gather<const L: usize>(count: usize, get: &dyn Fn(usize) -> u64) -> V {
+    let lane = |k: usize| get(if k < count { k } else { 0 }) as i64;
+    let _ = L;
+    _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
+}
+
+#[target_feature(enable = "avx2")]
+fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [V; L] {
+    let mut out = [_mm256_setzero_si256(); L];
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = gather::<L>(lanes, &|k| limbs(k).get(j).copied().unwrap_or(0));
+    }
+    out
+}
+
+#[target_feature(enable = "avx2")]
+fn scalar_per_lane(lanes: usize, get: &dyn Fn(usize) -> u64) -> V {
+    gather::<1>(lanes, get)
+}
+
+#[target_feature(enable = "avx2")]
+fn untranspose<const L: usize>(x: &[V; L]) -> [[u64; L]; LANES] {
+    let mut out = [[0u64; L]; LANES];
+    for (j, v) in x.iter().enumerate() {
+        // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid
+        // for both.
+        let limbs: [u64; 4] = unsafe { std::mem::transmute::<V, [u64; 4]>(*v) };
+        for (k, o) in out.iter_mut().enumerate() {
+            o[j] = limbs[k];
+        }
+    }
+    out
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn mul(a: V, b: V) -> V {
+    _mm256_mul_epu32(a, b)
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn add(a: V, b: V) -> V {
+    _mm256_add_epi64(a, b)
+}
+
+/// The carry chain at the end of an operation: the columns L..2L into normalised limbs (the
+/// value is below R, so nothing carries out of the top).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn normalize<const L: usize, const W: i32>(cols: &[V]) -> [V; L] {
+    let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
+    let mut out = [_mm256_setzero_si256(); L];
+    let mut carry = _mm256_setzero_si256();
+    for (o, &c) in out.iter_mut().zip(cols) {
+        let t = add(c, carry);
+        *o = _mm256_and_si256(t, mask);
+        carry = _mm256_srli_epi64::<W>(t);
+    }
+    out
+}
+
+/// Almost-Montgomery multiplication a·b/R mod m (below 2m for a, b below 2m), per lane.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn amm<const L: usize, const W: i32>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
+    let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
+    let mut cols = [[_mm256_setzero_si256(); L]; 2];
+    let acc = cols.as_flattened_mut();
+    for i in 0..L {
+        let ai = a[i];
+        // Column i is complete once a_i·b_0 is in: its low limb fixes q for this row.
+        let t0 = add(acc[i], mul(ai, b[0]));
+        let q = _mm256_and_si256(mul(_mm256_and_si256(t0, mask), k0), mask);
+        let t0 = add(t0, mul(q, m[0]));
+        acc[i + 1] = add(
+            acc[i + 1],
+            add(_mm256_srli_epi64::<W>(t0), add(mul(ai, b[1]), mul(q, m[1]))),
+        );
+        for j in 2..L {
+            acc[i + j] = add(acc[i + j], add(mul(ai, b[j]), mul(q, m[j])));
+        }
+    }
+    let out = normalize::<L, W>(&acc[L..]);
+    cols.zeroize();
+    out
+}
+
+/// Almost-Montgomery squaring a²/R mod m: row i adds a_i² and 2a_i·a_j (j > i), and the
+/// reduction row i in the same pass (column i is complete before row i: the squaring rows
+/// that reach it are those of limbs ≤ i/2).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
+    let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
+    let mut cols = [[_mm256_setzero_si256(); L]; 2];
+    let acc = cols.as_flattened_mut();
+    // The doubled operand once per squaring, from memory in the loop (computed inside the
+    // loop, LLVM loses that its upper halves are zero and emulates a 64-bit multiply).
+    let mut a2 = [_mm256_setzero_si256(); L];
+    for j in 0..L {
+        a2[j] = add(a[j], a[j]);
+    }
+    acc[0] = mul(a[0], a[0]);
+    for i in 0..L {
+        let ai = a[i];
+        let t0 = acc[i];
+        let q = _mm256_and_si256(mul(_mm256_and_si256(t0, mask), k0), mask);
+        let t0 = add(t0, mul(q, m[0]));
+        let mut next = add(_mm256_srli_epi64::<W>(t0), mul(q, m[1]));
+        if i == 0 {
+            // Row 0's first cross product lands in column 1, which fixes q_1.
+            next = add(next, mul(ai, a2[1]));
+        }
+        acc[i + 1] = add(acc[i + 1], next);
+        for j in 2..=i {
+            acc[i + j] = add(acc[i + j], mul(q, m[j]));
+        }
+        if i > 0 {
+            // The diagonal of row i (row 0's went in before q_0).
+            acc[2 * i] = add(acc[2 * i], mul(ai, ai));
+        }
+        for j in (i + 1).max(2)..L {
+            acc[i + j] = add(acc[i + j], add(mul(ai, a2[j]), mul(q, m[j])));
+        }
+    }
+    let out = normalize::<L, W>(&acc[L..]);
+    cols.zeroize();
+    a2.zeroize();
+    out
+}
+
+/// x + y, normalised (the sum must stay below R).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn add_norm<const L: usize, const W: i32>(x: &[V; L], y: &[V; L]) -> [V; L] {
+    let mut cols = [_mm256_setzero_si256(); L];
+    for j in 0..L {
+        cols[j] = add(x[j], y[j]);
+    }
+    normalize::<L, W>(&cols)
+}
+
+/// x − m where x ≥ m, else x, per lane (by the borrow of the subtraction, as a mask).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn csub<const L: usize, const W: i32>(x: &[V; L], m: &[V; L]) -> [V; L] {
+    let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
+    let mut y = [_mm256_setzero_si256(); L];
+    let mut borrow = _mm256_setzero_si256();
+    for j in 0..L {
+        let t = _mm256_sub_epi64(_mm256_sub_epi64(x[j], m[j]), borrow);
+        y[j] = _mm256_and_si256(t, mask);
+        borrow = _mm256_srli_epi64::<63>(t);
+    }
+    let keep = _mm256_sub_epi64(_mm256_setzero_si256(), borrow);
+    for j in 0..L {
+        y[j] = _mm256_or_si256(_mm256_and_si256(keep, x[j]), _mm256_andnot_si256(keep, y[j]));
+    }
+    y
+}
+
+/// Every lane's entry `idx` (per lane) of the table, reading every entry.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn select<const L: usize>(table: &[[V; L]], idx: V) -> [V; L] {
+    let mut r = [_mm256_setzero_si256(); L];
+    for (t, entry) in table.iter().enumerate() {
+        let hit = _mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64));
+        for j in 0..L {
+            r[j] = _mm256_or_si256(r[j], _mm256_and_si256(entry[j], hit));
+        }
+    }
+    r
+}
+
+/// Bits pos..pos+WINDOW of a little-endian exponent (positions are public).
+fn window_bits(exp: &[u64], pos: usize) -> u64 {
+    let (k, r) = (pos / 64, pos % 64);
+    let mut v = exp.get(k).copied().unwrap_or(0) >> r;
+    if r + WINDOW > 64 {
+        v |= exp.get(k + 1).copied().unwrap_or(0) << (64 - r);
+    }
+    v & ((1 << WINDOW) - 1)
+}
+
+#[target_feature(enable = "avx2")]
+fn one<const L: usize>() -> [V; L] {
+    let mut one = [_mm256_setzero_si256(); L];
+    one[0] = _mm256_set1_epi64x(1);
+    one
+}
+
+#[target_feature(enable = "avx2")]
+fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> [[u64; L]; LANES] {
+    let n = lanes.len();
+    let m = transpose::<L>(n, &|k| lanes[k].m);
+    let k0 = scalar_per_lane(n, &|k| lanes[k].k0);
+    let rr = transpose::<L>(n, &|k| lanes[k].rr);
+    let rrr = transpose::<L>(n, &|k| lanes[k].rrr);
+    let mut lo = transpose::<L>(n, &|k| lanes[k].lo);
+    let mut hi = transpose::<L>(n, &|k| lanes[k].hi);
+    let one = one::<L>();
+    // Montgomery form of the base: lo·R + hi·R² = base·R, each term below 2m; the sum once
+    // reduced by 2m is below 2m.
+    let m2 = add_norm::<L, W>(&m, &m);
+    let mut x = add_norm::<L, W>(&amm::<L, W>(&lo, &rr, &m, k0), &amm::<L, W>(&hi, &rrr, &m, k0));
+    x = csub::<L, W>(&x, &m2);
+    let mut table = vec![[_mm256_setzero_si256(); L]; 1 << WINDOW];
+    table[0] = amm::<L, W>(&rr, &one, &m, k0);
+    table[1] = x;
+    for t in 2..table.len() {
+        table[t] = amm::<L, W>(&table[t - 1], &x, &m, k0);
+    }
+    let windows = exp_bits.div_ceil(WINDOW).max(1);
+    let index = |w: usize| scalar_per_lane(n, &|k| window_bits(lanes[k].exp, w * WINDOW));
+    let mut idx = index(windows - 1);
+    let mut acc = select::<L>(&table, idx);
+    for w in (0..windows - 1).rev() {
+        for _ in 0..WINDOW {
+            acc = ams::<L, W>(&acc, &m, k0);
+        }
+        idx = index(w);
+        let mut entry = select::<L>(&table, idx);
+        acc = amm::<L, W>(&acc, &entry, &m, k0);
+        entry.zeroize();
+    }
+    // Out of Montgomery form: at most m, and m only for a multiple of m.
+    let mut r = amm::<L, W>(&acc, &one, &m, k0);
+    let mut reduced = csub::<L, W>(&r, &m);
+    let out = untranspose::<L>(&reduced);
+    for v in [&mut x, &mut acc, &mut r, &mut reduced, &mut lo, &mut hi] {
+        v.zeroize();
+    }
+    idx.zeroize();
+    table.zeroize();
+    out
+}
+
+#[target_feature(enable = "avx2")]
+fn powmod_public_avx2<const L: usize, const W: i32>(lanes: &[PublicLane]) -> [[u64; L]; LANES] {
+    let count = lanes.len();
+    let n = transpose::<L>(count, &|k| lanes[k].n);
+    let k0 = scalar_per_lane(count, &|k| lanes[k].k0);
+    let rr = transpose::<L>(count, &|k| lanes[k].rr);
+    let base = transpose::<L>(count, &|k| lanes[k].base);
+    let one = one::<L>();
+    let x = amm::<L, W>(&base, &rr, &n, k0);
+    let mut acc = amm::<L, W>(&rr, &one, &n, k0);
+    // Public exponents: the longest sets the count; a lane takes the product where its bit is set.
+    let bits = 64 - lanes.iter().map(|l| l.e).max().unwrap_or(0).leading_zeros() as usize;
+    for b in (0..bits).rev() {
+        acc = ams::<L, W>(&acc, &n, k0);
+        let take = _mm256_sub_epi64(
+            _mm256_setzero_si256(),
+            scalar_per_lane(count, &|k| (lanes[k].e >> b) & 1),
+        );
+        let t = amm::<L, W>(&acc, &x, &n, k0);
+        for j in 0..L {
+            acc[j] = _mm256_or_si256(_mm256_and_si256(take, t[j]), _mm256_andnot_si256(take, acc[j]));
+        }
+    }
+    let r = amm::<L, W>(&acc, &one, &n, k0);
+    untranspose::<L>(&csub::<L, W>(&r, &n))
+}

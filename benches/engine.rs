@@ -1,6 +1,6 @@
 //! Engine kernels side by side on one core, one request per call unless stated: the reference
-//! (rsa crate) path, the scalar families (portable, mulx), the IFMA kernel at 1, 2 and 4
-//! signatures per call; figures are per second of this thread's CPU time, so other load on the
+//! (rsa crate) path, the scalar families (portable, mulx), the AVX2 kernel at 1 and 2 and the
+//! IFMA kernel at 1, 2 and 4 signatures per call; figures are per second of this thread's CPU time, so other load on the
 //! machine inflates them less than wall-clock rates. cargo bench --bench engine
 use ferrohsm::engine::kernel::scalar::{exp, key::ScalarKey, portable::Portable, Arith};
 use ferrohsm::engine::{generate, PreparedKey};
@@ -55,6 +55,23 @@ fn main() {
             use ferrohsm::engine::kernel::scalar::mulx::Mulx;
             if let Some(mulx) = scalar::<Mulx>(&c, &input) {
                 line += &format!("  mulx {mulx:7.0}/s");
+            }
+            if ferrohsm::engine::kernel::avx2::vertical::available() {
+                use ferrohsm::engine::kernel::avx2::crt as avx2;
+                let ak = avx2::CrtKey::new(&c).unwrap();
+                for width in [1usize, 2] {
+                    let jobs: Vec<(&avx2::CrtKey, &[u8])> =
+                        (0..width).map(|_| (&ak, input.as_slice())).collect();
+                    let r = rate(width, || {
+                        assert!(avx2::private_op_batch(&jobs).iter().all(|r| r.1));
+                    });
+                    line += &format!("  avx2 x{width} {r:7.0}/s");
+                }
+                let jobs = [(&ak, input.as_slice()), (&ak, input.as_slice())];
+                let r = rate(2, || {
+                    avx2::private_op_unchecked(&jobs);
+                });
+                line += &format!(" (unchecked {r:7.0}/s)");
             }
             if ferrohsm::engine::kernel::ifma::available() {
                 let ck = crt::CrtKey::new(&c).unwrap();

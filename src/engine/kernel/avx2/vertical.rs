@@ -105,10 +105,26 @@ fn untranspose<const L: usize>(x: &[V; L]) -> [[u64; L]; LANES] {
     out
 }
 
+/// 32×32→64-bit products per lane: `vpmuludq`, always. Written as the intrinsic, LLVM drops
+/// its masks where it knows the high halves are zero, then loses that knowledge across
+/// loop blocks and emulates a full 64-bit product (three multiplies, shifts and adds: the
+/// untuned kernel ran 2-3x slower for it). The instruction itself cannot be rewritten.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn mul(a: V, b: V) -> V {
-    _mm256_mul_epu32(a, b)
+    let r: V;
+    // SAFETY: vpmuludq reads two ymm registers and writes one; no memory, stack or flags. The
+    // caller (this function's target feature) runs only where the CPU has AVX2.
+    unsafe {
+        std::arch::asm!(
+            "vpmuludq {r}, {a}, {b}",
+            r = lateout(ymm_reg) r,
+            a = in(ymm_reg) a,
+            b = in(ymm_reg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    r
 }
 
 #[target_feature(enable = "avx2")]
@@ -133,74 +149,172 @@ fn normalize<const L: usize, const W: i32>(cols: &[V]) -> [V; L] {
     out
 }
 
-/// Almost-Montgomery multiplication a·b/R mod m (below 2m for a, b below 2m), per lane.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn amm<const L: usize, const W: i32>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V) -> [V; L] {
-    let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
-    let mut cols = [[_mm256_setzero_si256(); L]; 2];
-    let acc = cols.as_flattened_mut();
-    for i in 0..L {
-        let ai = a[i];
-        // Column i is complete once a_i·b_0 is in: its low limb fixes q for this row.
-        let t0 = add(acc[i], mul(ai, b[0]));
-        let q = _mm256_and_si256(mul(_mm256_and_si256(t0, mask), k0), mask);
-        let t0 = add(t0, mul(q, m[0]));
-        acc[i + 1] = add(
-            acc[i + 1],
-            add(_mm256_srli_epi64::<W>(t0), add(mul(ai, b[1]), mul(q, m[1]))),
-        );
-        for j in 2..L {
-            acc[i + j] = add(acc[i + j], add(mul(ai, b[j]), mul(q, m[j])));
-        }
-    }
-    let out = normalize::<L, W>(&acc[L..]);
-    cols.zeroize();
-    out
+/// The working memory of `amm` and `ams`: the accumulator columns and the doubled operand.
+/// One per exponentiation, zeroized once at its end (zeroizing it in every operation cost
+/// 10-15% of the operation: its stores are volatile).
+pub struct Scratch<const L: usize> {
+    cols: [[V; L]; 2],
+    a2: [V; L],
 }
 
-/// Almost-Montgomery squaring a²/R mod m: row i adds a_i² and 2a_i·a_j (j > i), and the
-/// reduction row i in the same pass (column i is complete before row i: the squaring rows
-/// that reach it are those of limbs ≤ i/2).
+impl<const L: usize> Scratch<L> {
+    #[target_feature(enable = "avx2")]
+    fn new() -> Self {
+        Scratch {
+            cols: [[_mm256_setzero_si256(); L]; 2],
+            a2: [_mm256_setzero_si256(); L],
+        }
+    }
+}
+
+impl<const L: usize> Drop for Scratch<L> {
+    fn drop(&mut self) {
+        self.cols.zeroize();
+        self.a2.zeroize();
+    }
+}
+
+/// q for the column `t` (complete up to its reduction term): −t·m⁻¹ mod 2^w.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V) -> [V; L] {
+fn quotient(t: V, k0: V, mask: V) -> V {
+    _mm256_and_si256(mul(_mm256_and_si256(t, mask), k0), mask)
+}
+
+/// Almost-Montgomery multiplication a·b/R mod m (below 2m for a, b below 2m), per lane.
+///
+/// Two rows per pass (rows i and i+1 of the product with their reduction rows): each column
+/// in the pass takes four products for one load and one store of its accumulator, and each
+/// limb of b and m loaded feeds two products. Column i is complete once a_i·b_0 is in, and
+/// fixes q_i; column i+1 once a_i·b_1, q_i·m_1, a_{i+1}·b_0 and column i's carry are in, and
+/// fixes q_{i+1}. A column takes at most 2L products of 2w bits and one carry: no overflow of
+/// 64 bits for L < 128 at w = 28 (the check of RSA-3072 has 110 limbs), L < 2048 at w = 26.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn amm<const L: usize, const W: i32>(
+    a: &[V; L],
+    b: &[V; L],
+    m: &[V; L],
+    k0: V,
+    s: &mut Scratch<L>,
+) -> [V; L] {
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
-    let mut cols = [[_mm256_setzero_si256(); L]; 2];
-    let acc = cols.as_flattened_mut();
-    // The doubled operand once per squaring, from memory in the loop (computed inside the
-    // loop, LLVM loses that its upper halves are zero and emulates a 64-bit multiply).
-    let mut a2 = [_mm256_setzero_si256(); L];
+    s.cols = [[_mm256_setzero_si256(); L]; 2];
+    let acc = s.cols.as_flattened_mut();
+    let mut i = 0;
+    while i + 1 < L {
+        let (a0, a1) = (a[i], a[i + 1]);
+        // Columns i..=i+L, indexed from i.
+        let win = &mut acc[i..=i + L];
+        let t = add(win[0], mul(a0, b[0]));
+        let q0 = quotient(t, k0, mask);
+        let t = add(t, mul(q0, m[0]));
+        let u = add(
+            add(win[1], _mm256_srli_epi64::<W>(t)),
+            add(add(mul(a0, b[1]), mul(q0, m[1])), mul(a1, b[0])),
+        );
+        let q1 = quotient(u, k0, mask);
+        let u = add(u, mul(q1, m[0]));
+        win[2] = add(win[2], _mm256_srli_epi64::<W>(u));
+        for k in 2..L {
+            let row0 = add(mul(a0, b[k]), mul(q0, m[k]));
+            let row1 = add(mul(a1, b[k - 1]), mul(q1, m[k - 1]));
+            win[k] = add(win[k], add(row0, row1));
+        }
+        win[L] = add(win[L], add(mul(a1, b[L - 1]), mul(q1, m[L - 1])));
+        i += 2;
+    }
+    if L % 2 == 1 {
+        // The last row alone (odd limb counts).
+        let a0 = a[L - 1];
+        let win = &mut acc[L - 1..2 * L - 1];
+        let t = add(win[0], mul(a0, b[0]));
+        let q0 = quotient(t, k0, mask);
+        let t = add(t, mul(q0, m[0]));
+        win[1] = add(win[1], _mm256_srli_epi64::<W>(t));
+        for k in 1..L {
+            win[k] = add(win[k], add(mul(a0, b[k]), mul(q0, m[k])));
+        }
+    }
+    normalize::<L, W>(&acc[L..])
+}
+
+/// Almost-Montgomery squaring a²/R mod m, per lane: each cross product once (by the doubled
+/// operand), the squares of the limbs, and the reduction, two rows per pass as in `amm`.
+///
+/// Row i adds a_i² to column 2i and a_i·2a_j (j > i) to column i+j, its reduction q_i·m_j to
+/// column i+j. Column i is complete before q_i: its square terms come from rows below i/2 (and
+/// row 0's own a_0², added first); column i+1 before q_{i+1} likewise, but for row 0's a_0·2a_1.
+/// In a pass over rows i, i+1 (k = column − i, from 2 to L) the square terms begin at k = i
+/// (a_i²), so the columns below take only the two reduction products.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) -> [V; L] {
+    let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
+    s.cols = [[_mm256_setzero_si256(); L]; 2];
+    let acc = s.cols.as_flattened_mut();
+    // The doubled operand once per squaring (below 2^(w+1): still a 32-bit multiplicand).
+    let a2 = &mut s.a2;
     for j in 0..L {
         a2[j] = add(a[j], a[j]);
     }
     acc[0] = mul(a[0], a[0]);
-    for i in 0..L {
-        let ai = a[i];
-        let t0 = acc[i];
-        let q = _mm256_and_si256(mul(_mm256_and_si256(t0, mask), k0), mask);
-        let t0 = add(t0, mul(q, m[0]));
-        let mut next = add(_mm256_srli_epi64::<W>(t0), mul(q, m[1]));
+    let mut i = 0;
+    while i + 1 < L {
+        let (a0, a1) = (a[i], a[i + 1]);
+        let win = &mut acc[i..=i + L];
+        let t = win[0];
+        let q0 = quotient(t, k0, mask);
+        let t = add(t, mul(q0, m[0]));
+        let mut u = add(add(win[1], _mm256_srli_epi64::<W>(t)), mul(q0, m[1]));
         if i == 0 {
-            // Row 0's first cross product lands in column 1, which fixes q_1.
-            next = add(next, mul(ai, a2[1]));
+            u = add(u, mul(a0, a2[1]));
         }
-        acc[i + 1] = add(acc[i + 1], next);
-        for j in 2..=i {
-            acc[i + j] = add(acc[i + j], mul(q, m[j]));
+        let q1 = quotient(u, k0, mask);
+        let u = add(u, mul(q1, m[0]));
+        win[2] = add(win[2], _mm256_srli_epi64::<W>(u));
+        // Reduction only.
+        for k in 2..i {
+            win[k] = add(win[k], add(mul(q0, m[k]), mul(q1, m[k - 1])));
         }
-        if i > 0 {
-            // The diagonal of row i (row 0's went in before q_0).
-            acc[2 * i] = add(acc[2 * i], mul(ai, ai));
+        if i >= 2 {
+            // k = i: a_i²; k = i+1: a_i·2a_{i+1} (both below L: i + 1 < L).
+            let red = add(mul(q0, m[i]), mul(q1, m[i - 1]));
+            win[i] = add(win[i], add(red, mul(a0, a0)));
+            let red = add(mul(q0, m[i + 1]), mul(q1, m[i]));
+            win[i + 1] = add(win[i + 1], add(red, mul(a0, a2[i + 1])));
         }
-        for j in (i + 1).max(2)..L {
-            acc[i + j] = add(acc[i + j], add(mul(ai, a2[j]), mul(q, m[j])));
+        if i + 2 < L {
+            // k = i+2: a_i·2a_{i+2} and a_{i+1}²; then both rows' cross products.
+            let red = add(mul(q0, m[i + 2]), mul(q1, m[i + 1]));
+            let sq = add(mul(a0, a2[i + 2]), mul(a1, a1));
+            win[i + 2] = add(win[i + 2], add(red, sq));
+            for k in i + 3..L {
+                let red = add(mul(q0, m[k]), mul(q1, m[k - 1]));
+                let sq = add(mul(a0, a2[k]), mul(a1, a2[k - 1]));
+                win[k] = add(win[k], add(red, sq));
+            }
+            win[L] = add(win[L], add(mul(q1, m[L - 1]), mul(a1, a2[L - 1])));
+        } else {
+            // i + 2 = L: column 2i+2 is the pass's last, with a_{i+1}².
+            win[L] = add(win[L], add(mul(q1, m[L - 1]), mul(a1, a1)));
         }
+        i += 2;
     }
-    let out = normalize::<L, W>(&acc[L..]);
-    cols.zeroize();
-    a2.zeroize();
-    out
+    if L % 2 == 1 {
+        // The last row alone: its reduction, and a_{L-1}² in column 2L−2.
+        let a0 = a[L - 1];
+        let win = &mut acc[L - 1..2 * L - 1];
+        let t = win[0];
+        let q0 = quotient(t, k0, mask);
+        let t = add(t, mul(q0, m[0]));
+        win[1] = add(win[1], _mm256_srli_epi64::<W>(t));
+        for k in 1..L {
+            win[k] = add(win[k], mul(q0, m[k]));
+        }
+        win[L - 1] = add(win[L - 1], mul(a0, a0));
+    }
+    normalize::<L, W>(&acc[L..])
 }
 
 /// x + y, normalised (the sum must stay below R).
@@ -266,6 +380,7 @@ fn one<const L: usize>() -> [V; L] {
 
 #[target_feature(enable = "avx2")]
 fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> [[u64; L]; LANES] {
+    let mut s = Scratch::<L>::new();
     let n = lanes.len();
     let m = transpose::<L>(n, &|k| lanes[k].m);
     let k0 = scalar_per_lane(n, &|k| lanes[k].k0);
@@ -277,13 +392,16 @@ fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usiz
     // Montgomery form of the base: lo·R + hi·R² = base·R, each term below 2m; the sum once
     // reduced by 2m is below 2m.
     let m2 = add_norm::<L, W>(&m, &m);
-    let mut x = add_norm::<L, W>(&amm::<L, W>(&lo, &rr, &m, k0), &amm::<L, W>(&hi, &rrr, &m, k0));
+    let mut x = add_norm::<L, W>(
+        &amm::<L, W>(&lo, &rr, &m, k0, &mut s),
+        &amm::<L, W>(&hi, &rrr, &m, k0, &mut s),
+    );
     x = csub::<L, W>(&x, &m2);
     let mut table = vec![[_mm256_setzero_si256(); L]; 1 << WINDOW];
-    table[0] = amm::<L, W>(&rr, &one, &m, k0);
+    table[0] = amm::<L, W>(&rr, &one, &m, k0, &mut s);
     table[1] = x;
     for t in 2..table.len() {
-        table[t] = amm::<L, W>(&table[t - 1], &x, &m, k0);
+        table[t] = amm::<L, W>(&table[t - 1], &x, &m, k0, &mut s);
     }
     let windows = exp_bits.div_ceil(WINDOW).max(1);
     let index = |w: usize| scalar_per_lane(n, &|k| window_bits(lanes[k].exp, w * WINDOW));
@@ -291,15 +409,15 @@ fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usiz
     let mut acc = select::<L>(&table, idx);
     for w in (0..windows - 1).rev() {
         for _ in 0..WINDOW {
-            acc = ams::<L, W>(&acc, &m, k0);
+            acc = ams::<L, W>(&acc, &m, k0, &mut s);
         }
         idx = index(w);
         let mut entry = select::<L>(&table, idx);
-        acc = amm::<L, W>(&acc, &entry, &m, k0);
+        acc = amm::<L, W>(&acc, &entry, &m, k0, &mut s);
         entry.zeroize();
     }
     // Out of Montgomery form: at most m, and m only for a multiple of m.
-    let mut r = amm::<L, W>(&acc, &one, &m, k0);
+    let mut r = amm::<L, W>(&acc, &one, &m, k0, &mut s);
     let mut reduced = csub::<L, W>(&r, &m);
     let out = untranspose::<L>(&reduced);
     for v in [&mut x, &mut acc, &mut r, &mut reduced, &mut lo, &mut hi] {
@@ -312,27 +430,38 @@ fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usiz
 
 #[target_feature(enable = "avx2")]
 fn powmod_public_avx2<const L: usize, const W: i32>(lanes: &[PublicLane]) -> [[u64; L]; LANES] {
+    let mut s = Scratch::<L>::new();
     let count = lanes.len();
     let n = transpose::<L>(count, &|k| lanes[k].n);
     let k0 = scalar_per_lane(count, &|k| lanes[k].k0);
     let rr = transpose::<L>(count, &|k| lanes[k].rr);
     let base = transpose::<L>(count, &|k| lanes[k].base);
     let one = one::<L>();
-    let x = amm::<L, W>(&base, &rr, &n, k0);
-    let mut acc = amm::<L, W>(&rr, &one, &n, k0);
+    let x = amm::<L, W>(&base, &rr, &n, k0, &mut s);
+    let mut acc = amm::<L, W>(&rr, &one, &n, k0, &mut s);
     // Public exponents: the longest sets the count; a lane takes the product where its bit is set.
     let bits = 64 - lanes.iter().map(|l| l.e).max().unwrap_or(0).leading_zeros() as usize;
     for b in (0..bits).rev() {
-        acc = ams::<L, W>(&acc, &n, k0);
+        acc = ams::<L, W>(&acc, &n, k0, &mut s);
+        // The exponents are public: where no lane has the bit (65537's fifteen zeros), the
+        // product is skipped; where some lanes have it, they take it under a mask.
+        let set = lanes.iter().filter(|l| (l.e >> b) & 1 == 1).count();
+        if set == 0 {
+            continue;
+        }
+        let t = amm::<L, W>(&acc, &x, &n, k0, &mut s);
+        if set == lanes.len() {
+            acc = t;
+            continue;
+        }
         let take = _mm256_sub_epi64(
             _mm256_setzero_si256(),
             scalar_per_lane(count, &|k| (lanes[k].e >> b) & 1),
         );
-        let t = amm::<L, W>(&acc, &x, &n, k0);
         for j in 0..L {
             acc[j] = _mm256_or_si256(_mm256_and_si256(take, t[j]), _mm256_andnot_si256(take, acc[j]));
         }
     }
-    let r = amm::<L, W>(&acc, &one, &n, k0);
+    let r = amm::<L, W>(&acc, &one, &n, k0, &mut s);
     untranspose::<L>(&csub::<L, W>(&r, &n))
 }

@@ -83,8 +83,9 @@ impl Default for LogConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// The RSA kernel family to use: `auto` (per CPU and key size, the default) or a family's
-    /// name (`ifma`, `mulx`, `portable`, `reference`); checked against the families this CPU runs at `C_Initialize`.
+    /// The RSA kernel families to use: `auto` (per CPU and key size, the default), a family's
+    /// name (`ifma`, `avx2`, `mulx`, `portable`, `reference`) to force it, or a comma-separated
+    /// list to choose among; checked against the families this CPU runs at `C_Initialize`.
     pub kernel: Option<String>,
     /// Alias of `kernel = "portable"` (the plain-Rust family), kept for existing configuration files.
     pub force_portable: bool,
@@ -169,7 +170,9 @@ impl Config {
         if let Some(k) = &self.engine.kernel {
             let mut names = vec!["auto"];
             names.extend(crate::engine::kernel::REGISTRY.iter().map(|f| f.name()));
-            words("engine.kernel", k, &names)?;
+            for k in k.split(',').map(str::trim) {
+                words("engine.kernel", k, &names)?;
+            }
         }
         Ok(())
     }

@@ -185,17 +185,82 @@ fn forced_families_sign_and_unknown_ones_are_refused() {
         "auto picks the preferred family for RSA-2048"
     );
     lone_signer_gets_the_family_the_fill_policy_names(&env, &first_runnable.name(), &runnable);
+
+    // A list limits the choice to its members, in registry order with the fill policy: on an
+    // IFMA machine `avx2,mulx` is what a CPU without IFMA chooses from.
+    std::env::set_var("FERROHSM_KERNEL", "portable,nonsense");
+    refused(&env, "", "unknown RSA kernel \"nonsense\"");
+    std::env::remove_var("FERROHSM_KERNEL");
+    refused(
+        &env,
+        "kernel = \"portable, avx9\"\n",
+        "engine.kernel must be one of",
+    );
+    let batching = runnable.iter().find(|n| {
+        families
+            .iter()
+            .any(|f| f.name() == **n && f.max_batch > 1 && n.as_str() != "ifma")
+    });
+    let list = match batching {
+        Some(b) if runnable.iter().any(|n| n == "mulx") => vec![b.clone(), "mulx".to_string()],
+        _ => vec!["portable".to_string(), "reference".to_string()],
+    };
+    configure(&env, &format!("kernel = \"{}\"\n", list.join(", ")));
+    let p = load();
+    let stats = kernel_stats();
+    p.finalize().unwrap();
+    for f in &stats {
+        let member = list.contains(&f.name());
+        assert_eq!(
+            f.serves[1] == 1,
+            f.name() == list[0],
+            "kernel = {list:?}: {} serves RSA-2048",
+            f.name()
+        );
+        if !member {
+            assert_eq!(f.serves, [0; 4], "kernel = {list:?}: {} is not allowed", f.name());
+        }
+    }
+    lone_signer_gets_the_family_the_fill_policy_names_with(
+        &env,
+        &format!("kernel = \"{}\"\n", list.join(", ")),
+        &list[0],
+        &list,
+    );
+    // Concurrent signers: only members sign.
+    let p = load();
+    let before = kernel_stats();
+    let slot = new_token(&p, "list");
+    sign_concurrently_verified(&p, slot, &[1024, 2048], 8, 4);
+    let after = kernel_stats();
+    p.finalize().unwrap();
+    let mut total = 0;
+    for (b, a) in before.iter().zip(&after) {
+        let signed = a.signatures() - b.signatures();
+        total += signed;
+        if !list.contains(&a.name()) {
+            assert_eq!(signed, 0, "kernel = {list:?}: {} signed", a.name());
+        }
+    }
+    assert_eq!(total, 64, "kernel = {list:?}: every signature counted");
 }
 
 /// A single-threaded signer (ldns-signzone, kzonesign) makes batches of one: they run on the
 /// family `FILL_POLICY` names for one signature of the preferred multi-buffer family where it
 /// wins (e.g. mulx beside a 4-lane AVX2 kernel), else on the preferred family itself.
 fn lone_signer_gets_the_family_the_fill_policy_names(env: &TestEnv, preferred: &str, runnable: &[String]) {
-    use ferrohsm::engine::kernel::FILL_POLICY;
-    configure(env, "");
-    let expected = FILL_POLICY
-        .iter()
-        .find(|r| r.family == preferred && r.max_fill >= 1 && r.bits.contains(&2048))
+    lone_signer_gets_the_family_the_fill_policy_names_with(env, "", preferred, runnable)
+}
+
+/// The same, with `engine` in the configuration (the families it allows in `runnable`).
+fn lone_signer_gets_the_family_the_fill_policy_names_with(
+    env: &TestEnv,
+    engine: &str,
+    preferred: &str,
+    runnable: &[String],
+) {
+    configure(env, engine);
+    let expected = ferrohsm::engine::kernel::fill_rule(preferred, 1, 2048)
         .map(|r| r.instead.to_string())
         .filter(|f| runnable.contains(f))
         .unwrap_or_else(|| preferred.to_string());

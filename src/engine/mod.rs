@@ -288,8 +288,12 @@ pub fn configure(kernel: Option<&str>, force_portable: bool) -> Result<(), Strin
     };
     let forced = kernel::resolve(&requested, |f| f.available()).map_err(|e| format!("{source}: {e}"))?;
     kernel::force(forced);
-    if let Some(f) = forced {
-        log::info!("RSA kernel forced to {} by {source}", kernel::REGISTRY[f].name());
+    if let Some(set) = forced {
+        let names: Vec<_> = (0..kernel::REGISTRY.len())
+            .filter(|i| set >> i & 1 == 1)
+            .map(|i| kernel::REGISTRY[i].name())
+            .collect();
+        log::info!("RSA kernels limited to {} by {source}", names.join(", "));
     }
     self_test();
     Ok(())

@@ -10,7 +10,7 @@
 use super::portable::PortableKey;
 use super::KeyComponents;
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
@@ -77,12 +77,12 @@ pub trait Family: Sync {
 pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
-    #[cfg(target_arch = "x86_64")]
-    &scalar::MULX,
-    // After mulx: measured at 0.4-0.6x OpenSSL (untuned), it serves AVX2 CPUs without ADX
-    // (Haswell) and whoever forces it; mulx is ~1x OpenSSL where both run.
+    // Before mulx: two signatures per call; where that does not pay (lone requests
+    // everywhere, and the larger keys on Intel cores) `FILL_POLICY` sends the batch to mulx.
     #[cfg(target_arch = "x86_64")]
     &avx2::Avx2,
+    #[cfg(target_arch = "x86_64")]
+    &scalar::MULX,
     &scalar::PORTABLE,
     &reference::Reference,
 ];
@@ -105,44 +105,63 @@ pub fn by_name(name: &str) -> Option<usize> {
     REGISTRY.iter().position(|f| f.name() == name)
 }
 
-/// `usize::MAX`: no family forced, pick per CPU and key.
-static FORCED: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// The families the operator allows, one bit per `REGISTRY` index; every bit: `auto`.
+static ALLOWED: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Per family: cleared when its known-answer test fails.
 static PASSED: [AtomicBool; REGISTRY.len()] = [const { AtomicBool::new(true) }; REGISTRY.len()];
 
-/// Turns the operator's request (`auto`, a family name, or the legacy portable switch) into the
-/// forced family. A family that is unknown, or that this CPU cannot run, is an error: an
-/// operator who names a kernel must not get another one silently (`auto` picks per CPU).
-pub fn resolve(requested: &str, available: impl Fn(&dyn Family) -> bool) -> Result<Option<usize>, String> {
+/// Turns the operator's request (`auto`, a family name, or a comma-separated list of them)
+/// into the set of families allowed (None: `auto`, every family). A family that is unknown,
+/// or that this CPU cannot run, is an error: an operator who names a kernel must not get
+/// another one silently (`auto` picks per CPU). One name forces that family; a list lets the
+/// usual choice (registry order, `FILL_POLICY`) run among its members, e.g. `avx2,mulx` to
+/// keep AVX-512 off.
+pub fn resolve(requested: &str, available: impl Fn(&dyn Family) -> bool) -> Result<Option<u64>, String> {
     if requested == "auto" {
         return Ok(None);
     }
     let names = || REGISTRY.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ");
-    let i = by_name(requested)
-        .ok_or_else(|| format!("unknown RSA kernel {requested:?}; known: auto, {}", names()))?;
-    if !available(REGISTRY[i]) {
-        let runnable: Vec<_> = REGISTRY
-            .iter()
-            .filter(|f| available(**f))
-            .map(|f| f.name())
-            .collect();
-        return Err(format!(
-            "RSA kernel {requested:?} ({}) cannot run on this CPU; this CPU runs: auto, {}",
-            REGISTRY[i].description(),
-            runnable.join(", ")
-        ));
+    let mut set = 0u64;
+    for name in requested.split(',').map(str::trim) {
+        let i =
+            by_name(name).ok_or_else(|| format!("unknown RSA kernel {name:?}; known: auto, {}", names()))?;
+        if !available(REGISTRY[i]) {
+            let runnable: Vec<_> = REGISTRY
+                .iter()
+                .filter(|f| available(**f))
+                .map(|f| f.name())
+                .collect();
+            return Err(format!(
+                "RSA kernel {name:?} ({}) cannot run on this CPU; this CPU runs: auto, {}",
+                REGISTRY[i].description(),
+                runnable.join(", ")
+            ));
+        }
+        set |= 1 << i;
     }
-    Ok(Some(i))
+    Ok(Some(set))
 }
 
-/// Forces a family (None: pick per CPU and key). Set at `C_Initialize`.
-pub fn force(family: Option<usize>) {
-    FORCED.store(family.unwrap_or(usize::MAX), Ordering::Relaxed);
+/// Sets the allowed families (None: `auto`). Set at `C_Initialize`.
+pub fn force(allowed: Option<u64>) {
+    ALLOWED.store(allowed.unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
-/// The forced family, if any.
+/// The one family forced, if the operator named exactly one.
 pub fn forced() -> Option<usize> {
-    Some(FORCED.load(Ordering::Relaxed)).filter(|&i| i < REGISTRY.len())
+    let set = ALLOWED.load(Ordering::Relaxed);
+    (set.count_ones() == 1).then(|| set.trailing_zeros() as usize)
+}
+
+/// Whether the operator limited the families (one forced, or a list).
+pub fn restricted() -> bool {
+    ALLOWED.load(Ordering::Relaxed) != u64::MAX
+}
+
+/// Whether the operator's setting allows this family (the reference serves whatever no
+/// allowed family takes, regardless).
+pub fn allowed(family: usize) -> bool {
+    ALLOWED.load(Ordering::Relaxed) >> family & 1 == 1
 }
 
 /// Whether a family may serve operations now: it runs here and passed its known-answer test
@@ -156,55 +175,119 @@ pub fn self_test_passed(family: usize) -> bool {
 }
 
 /// The one place that picks the family: among `candidates` (families able to take the key,
-/// in registry order), the forced one if it is among them, else the first usable one; the
-/// reference when nothing else fits. The batch fill is weighed when a batch is drained
-/// (`fill_choice`).
-fn pick(candidates: impl Iterator<Item = usize>) -> usize {
-    let mut usable_ones = candidates.filter(|&i| usable(i));
-    match forced() {
-        Some(f) => usable_ones.find(|&i| i == f).unwrap_or(REFERENCE),
-        None => usable_ones.next().unwrap_or(REFERENCE),
+/// in registry order), the first usable one the operator allows; the reference when nothing
+/// else fits. The batch fill is weighed when a batch is drained (`fill_choice`).
+fn pick(mut candidates: impl Iterator<Item = usize>) -> usize {
+    candidates.find(|&i| usable(i) && allowed(i)).unwrap_or(REFERENCE)
+}
+
+/// CPU makers a fill rule can be limited to (their cores differ in how vector multiplies
+/// compare with scalar ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    Intel,
+    Amd,
+    Other,
+}
+
+/// This CPU's maker, from CPUID leaf 0.
+pub fn vendor() -> Vendor {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: CPUID exists on every x86-64 CPU; leaf 0 only reads the vendor string.
+        #[allow(unused_unsafe)]
+        let r = unsafe { std::arch::x86_64::__cpuid(0) };
+        let id = [r.ebx, r.edx, r.ecx];
+        if id == [0x756e_6547, 0x4965_6e69, 0x6c65_746e] {
+            return Vendor::Intel; // "GenuineIntel"
+        }
+        if id == [0x6874_7541, 0x6974_6e65, 0x444d_4163] {
+            return Vendor::Amd; // "AuthenticAMD"
+        }
     }
+    Vendor::Other
 }
 
 /// Where a partly filled batch of a multi-buffer family runs instead: a batch of at most
-/// `max_fill` signatures drained for `family`, with keys of `bits` bits, runs one request at a
-/// time on `instead`, when nothing is forced, `instead` is usable and took every key.
+/// `max_fill` signatures drained for `family`, with keys of `bits` bits, on a CPU of `vendor`
+/// (None: any), runs one request at a time on `instead`, when the operator allows `instead`
+/// (never while one family is forced), it is usable and took every key.
 pub struct FillRule {
     pub family: &'static str,
     pub bits: &'static [usize],
     pub max_fill: usize,
+    pub vendor: Option<Vendor>,
     pub instead: &'static str,
 }
 
-/// The batch-fill policy, measured (per CPU second, one request per call, against the scalar
-/// family alone: `cargo bench --bench engine`).
+/// The batch-fill policy, measured per CPU second (`cargo bench --bench engine`: each
+/// family at one and at full batches, same run).
 ///
-/// ifma: none. On this project's Sapphire-Rapids-class Xeon (model 207, 2 vCPUs, shared and
-/// loaded when measured) a lone IFMA request (the 2-lane kernel, check across lanes) signed
-/// 13,527 / 2,631 / 805 / 262 per second at RSA-1024 / 2048 / 3072 / 4096 against mulx's
-/// 6,619 / 1,331 / 441 / 157: 2.0×, 2.0×, 1.8×, 1.7×. Lone requests and remainders stay on
-/// IFMA. A multi-buffer family whose lone request costs more than the scalar path (AVX2: 4
-/// lanes, 3/4 empty for one request, ~1.5× OpenSSL's latency on Zen 3) adds its rows here, e.g.
-/// `FillRule { family: "avx2", bits: &[1024, 2048, 3072, 4096], max_fill: 1, instead: "mulx" }`.
-pub const FILL_POLICY: &[FillRule] = &[];
+/// ifma: none. On an IFMA Xeon (model 207) a lone IFMA request (the 2-lane kernel) signed
+/// 2.0x, 2.0x, 1.8x, 1.7x as fast as mulx at RSA-1024 / 2048 / 3072 / 4096; lone requests
+/// and remainders stay on IFMA.
+///
+/// avx2 (4 lanes, 2 signatures per call). A lone request leaves half the lanes empty: on an
+/// Intel Xeon (model 167, AVX2 forced) it signed 962/s at RSA-2048 against mulx's 2,018, so
+/// lone requests go to mulx on every CPU. Full batches on that Intel core: 11,792 / 1,973 /
+/// 638 / 282 per second against mulx's 9,689 / 2,018 / 672 / 318 — ahead at RSA-1024,
+/// level at 2048, behind at 3072 and 4096, where Intel batches go to mulx too. On AMD Zen 3,
+/// where OpenSSL's mulx code is slower relative to vector multiplies (engine notes: a 4-lane
+/// prototype at 1.35-1.45x OpenSSL at RSA-2048), full batches stay on avx2.
+pub const FILL_POLICY: &[FillRule] = &[
+    FillRule {
+        family: "avx2",
+        bits: &[1024, 2048, 3072, 4096],
+        max_fill: 1,
+        vendor: None,
+        instead: "mulx",
+    },
+    FillRule {
+        family: "avx2",
+        bits: &[2048, 3072, 4096],
+        max_fill: 2,
+        vendor: Some(Vendor::Intel),
+        instead: "mulx",
+    },
+];
 
 /// The family that runs a batch of `fill` signatures drained for `family` with keys of
-/// `bits` bits, if not `family` itself (see `FILL_POLICY`; never while a family is forced).
+/// `bits` bits, if not `family` itself (see `FILL_POLICY`; only a family the operator allows).
 pub fn fill_choice(family: usize, fill: usize, bits: usize) -> Option<usize> {
-    fill_choice_in(FILL_POLICY, family, fill, bits)
+    fill_choice_in(FILL_POLICY, vendor(), family, fill, bits)
 }
 
-fn fill_choice_in(policy: &[FillRule], family: usize, fill: usize, bits: usize) -> Option<usize> {
-    if forced().is_some() {
-        return None;
-    }
-    let name = REGISTRY[family].name();
-    policy
-        .iter()
-        .find(|r| r.family == name && fill <= r.max_fill && r.bits.contains(&bits))
+/// The rule of `FILL_POLICY` that applies on this CPU to a batch of `fill` signatures of
+/// `family` at `bits` bits, if any (whether `instead` is usable is checked by `fill_choice`).
+pub fn fill_rule(family: &str, fill: usize, bits: usize) -> Option<&'static FillRule> {
+    find_rule(FILL_POLICY, vendor(), family, fill, bits)
+}
+
+fn find_rule<'a>(
+    policy: &'a [FillRule],
+    cpu: Vendor,
+    family: &str,
+    fill: usize,
+    bits: usize,
+) -> Option<&'a FillRule> {
+    policy.iter().find(|r| {
+        r.family == family
+            && fill <= r.max_fill
+            && r.bits.contains(&bits)
+            && r.vendor.is_none_or(|v| v == cpu)
+    })
+}
+
+fn fill_choice_in(
+    policy: &[FillRule],
+    cpu: Vendor,
+    family: usize,
+    fill: usize,
+    bits: usize,
+) -> Option<usize> {
+    find_rule(policy, cpu, REGISTRY[family].name(), fill, bits)
         .and_then(|r| by_name(r.instead))
-        .filter(|&i| usable(i) && REGISTRY[i].max_batch() == 1)
+        .filter(|&i| allowed(i) && usable(i) && REGISTRY[i].max_batch() == 1)
 }
 
 /// The form that serves a key's next operation, from the forms prepared for it.
@@ -280,9 +363,16 @@ mod tests {
 
     #[test]
     fn requests_resolve_or_say_why_not() {
+        let bit = |name: &str| 1u64 << by_name(name).unwrap();
         assert_eq!(resolve("auto", |_| true), Ok(None));
-        assert_eq!(resolve("reference", |_| true), Ok(Some(REFERENCE)));
-        assert_eq!(resolve("portable", |_| true), Ok(by_name("portable")));
+        assert_eq!(resolve("reference", |_| true), Ok(Some(1 << REFERENCE)));
+        assert_eq!(resolve("portable", |_| true), Ok(Some(bit("portable"))));
+        assert_eq!(
+            resolve("portable, reference", |_| true),
+            Ok(Some(bit("portable") | bit("reference")))
+        );
+        let e = resolve("portable,nonsense", |_| true).unwrap_err();
+        assert!(e.contains("unknown RSA kernel \"nonsense\""), "{e}");
         let e = resolve("nonsense", |_| true).unwrap_err();
         assert!(
             e.contains("unknown RSA kernel \"nonsense\"") && e.contains("portable"),
@@ -308,27 +398,55 @@ mod tests {
 
     #[test]
     fn the_fill_policy_sends_small_batches_to_a_usable_one_request_family() {
-        let policy = [FillRule {
-            family: "ifma",
-            bits: &[2048],
-            max_fill: 1,
-            instead: "portable",
-        }];
-        // (A family forced by another test of this process turns the policy off.)
-        let (Some(ifma), Some(portable), None) = (by_name("ifma"), by_name("portable"), forced()) else {
+        let policy = [
+            FillRule {
+                family: "ifma",
+                bits: &[2048],
+                max_fill: 1,
+                vendor: None,
+                instead: "portable",
+            },
+            FillRule {
+                family: "ifma",
+                bits: &[3072],
+                max_fill: 2,
+                vendor: Some(Vendor::Amd),
+                instead: "portable",
+            },
+        ];
+        // (Families limited by another test of this process change the policy's reach.)
+        let (Some(ifma), Some(portable), false) = (by_name("ifma"), by_name("portable"), restricted()) else {
             return;
         };
-        assert_eq!(fill_choice_in(&policy, ifma, 1, 2048), Some(portable));
-        assert_eq!(fill_choice_in(&policy, ifma, 2, 2048), None);
-        assert_eq!(fill_choice_in(&policy, ifma, 1, 3072), None);
-        assert_eq!(fill_choice_in(&policy, portable, 1, 2048), None);
+        for cpu in [Vendor::Intel, Vendor::Amd, Vendor::Other] {
+            assert_eq!(fill_choice_in(&policy, cpu, ifma, 1, 2048), Some(portable));
+            assert_eq!(fill_choice_in(&policy, cpu, ifma, 2, 2048), None);
+            assert_eq!(fill_choice_in(&policy, cpu, portable, 1, 2048), None);
+            // The rule limited to one maker applies on its CPUs only.
+            let amd = (cpu == Vendor::Amd).then_some(portable);
+            assert_eq!(fill_choice_in(&policy, cpu, ifma, 2, 3072), amd);
+            assert_eq!(fill_choice_in(&policy, cpu, ifma, 3, 3072), None);
+        }
         // A family that batches is never the one that runs requests one by one.
         let batching = [FillRule {
             instead: "ifma",
             family: "portable",
             ..policy[0]
         }];
-        assert_eq!(fill_choice_in(&batching, portable, 1, 2048), None);
+        assert_eq!(fill_choice_in(&batching, Vendor::Other, portable, 1, 2048), None);
+    }
+
+    #[test]
+    fn the_vendor_is_read_from_the_cpu() {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let expected = if cpuinfo.contains("GenuineIntel") {
+            Vendor::Intel
+        } else if cpuinfo.contains("AuthenticAMD") {
+            Vendor::Amd
+        } else {
+            Vendor::Other
+        };
+        assert_eq!(vendor(), expected);
     }
 
     #[test]

@@ -527,6 +527,22 @@ fn speed_measures_every_kernel_family_side_by_side() {
         &[&["speed", "--kernel", "nonsense"], &args[..]].concat(),
         "\"nonsense\" is not a kernel of this module; this CPU runs: auto, all, ",
     );
+    // A list is measured as one entry, served by its members only.
+    let out = ok(
+        &env,
+        &[&["speed", "--kernel", "portable,reference"], &args[..]].concat(),
+    );
+    let section = out
+        .split("kernel portable,reference:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no list section: {out}"));
+    let per_core = section.lines().find(|l| l.contains("sign/s per core")).unwrap();
+    assert!(per_core.ends_with("kernel portable"), "{per_core}");
+    fails(
+        &env,
+        &[&["speed", "--kernel", "portable,nonsense"], &args[..]].concat(),
+        "\"nonsense\" is not a kernel of this module",
+    );
 }
 
 #[test]

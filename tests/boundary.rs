@@ -324,7 +324,7 @@ fn cases() -> Vec<Case> {
         },
         verify_update_ok,
     );
-    // Encrypt and decrypt are single-part here (C_EncryptUpdate is not offered).
+    // RSA encryption and decryption are single-part (AES multi-part: tests/aes_modes.rs).
     add(
         "Encrypt(NULL data)",
         encrypt_init,

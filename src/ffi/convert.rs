@@ -2,7 +2,7 @@
 //! mechanisms with their parameters, and the two-call output convention.
 
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::{self, HashAlg, Mechanism, OaepParams, PssParams};
+use crate::mechanism::{self, AesMode, HashAlg, Mechanism, OaepParams, PssParams};
 use crate::token::attributes::Template;
 use crate::token::Output;
 use cryptoki_sys::*;
@@ -252,6 +252,77 @@ fn param_mgf(m: CK_RSA_PKCS_MGF_TYPE) -> Result<HashAlg> {
     })
 }
 
+/// `CK_GCM_PARAMS` of PKCS#11 2.40 as many headers and applications still have it (without
+/// `ulIvBits`), told apart from the 3.0 struct by its size.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GcmParams240 {
+    p_iv: *mut CK_BYTE,
+    ul_iv_len: CK_ULONG,
+    p_aad: *mut CK_BYTE,
+    ul_aad_len: CK_ULONG,
+    ul_tag_bits: CK_ULONG,
+}
+
+/// The AES mode of an encryption mechanism, its parameter checked.
+///
+/// # Safety
+/// `m.pParameter` is NULL or valid for `m.ulParameterLen` bytes, and the IV and AAD of a GCM
+/// parameter are NULL or valid for their lengths.
+unsafe fn aes_mode(m: &CK_MECHANISM) -> Result<AesMode> {
+    let what = |detail: &str| -> Result<AesMode> {
+        fail_because(
+            CKR_MECHANISM_PARAM_INVALID,
+            format!("mechanism 0x{:x}: {detail}", m.mechanism),
+        )
+    };
+    match m.mechanism {
+        CKM_AES_ECB if m.ulParameterLen == 0 => Ok(AesMode::Ecb),
+        CKM_AES_ECB => what("takes no parameter"),
+        CKM_AES_CBC | CKM_AES_CBC_PAD => {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(iv) = (unsafe { param::<[u8; 16]>(m) })? else {
+                return what("needs a 16-byte IV");
+            };
+            Ok(if m.mechanism == CKM_AES_CBC {
+                AesMode::Cbc { iv }
+            } else {
+                AesMode::CbcPad { iv }
+            })
+        }
+        CKM_AES_CTR => {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(p) = (unsafe { param::<CK_AES_CTR_PARAMS>(m) })? else {
+                return what("needs CK_AES_CTR_PARAMS");
+            };
+            Ok(AesMode::Ctr {
+                counter_bits: p.ulCounterBits as usize,
+                block: p.cb,
+            })
+        }
+        _ => {
+            let (iv, iv_len, aad, aad_len, tag_bits) =
+                if m.ulParameterLen as usize == std::mem::size_of::<GcmParams240>() {
+                    // SAFETY: the caller's contract covers the parameter.
+                    let p = unsafe { param::<GcmParams240>(m) }?.expect("non-empty");
+                    (p.p_iv, p.ul_iv_len, p.p_aad, p.ul_aad_len, p.ul_tag_bits)
+                } else {
+                    // SAFETY: the caller's contract covers the parameter.
+                    let Some(p) = (unsafe { param::<CK_GCM_PARAMS>(m) })? else {
+                        return what("needs CK_GCM_PARAMS");
+                    };
+                    (p.pIv, p.ulIvLen, p.pAAD, p.ulAADLen, p.ulTagBits)
+                };
+            if tag_bits != 128 {
+                return what(&format!("a {tag_bits}-bit tag; 128 bits are supported"));
+            }
+            // SAFETY: the caller's contract covers the IV and AAD it names.
+            let (iv, aad) = unsafe { (bytes(iv, iv_len)?.to_vec(), bytes(aad, aad_len)?.to_vec()) };
+            Ok(AesMode::Gcm { iv, aad })
+        }
+    }
+}
+
 /// Decodes and checks a mechanism and its parameters.
 ///
 /// # Safety
@@ -286,6 +357,10 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
             } else {
                 Mechanism::AesKeyWrapPad
             }
+        }
+        CKM_AES_ECB | CKM_AES_CBC | CKM_AES_CBC_PAD | CKM_AES_CTR | CKM_AES_GCM => {
+            // SAFETY: the caller's contract covers the parameter and the buffers it names.
+            Mechanism::Aes(unsafe { aes_mode(m) }?)
         }
         CKM_RSA_PKCS_OAEP => {
             // SAFETY: the caller's contract covers the parameter.

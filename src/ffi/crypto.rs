@@ -37,6 +37,62 @@ ck_fn!(
 );
 
 ck_fn!(
+    fn C_EncryptUpdate(
+        session: CK_SESSION_HANDLE,
+        data: *mut CK_BYTE,
+        len: CK_ULONG,
+        outp: *mut CK_BYTE,
+        out_len: *mut CK_ULONG,
+    ) {
+        let l = lib()?;
+        // SAFETY: the caller's input and output length (see above).
+        let (data, cap) = unsafe { (bytes(data, len), capacity(outp, out_len)) };
+        let o = l.0.crypt_update(session, true, data, cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
+    }
+);
+
+ck_fn!(
+    fn C_EncryptFinal(session: CK_SESSION_HANDLE, outp: *mut CK_BYTE, out_len: *mut CK_ULONG) {
+        let l = lib()?;
+        // SAFETY: the caller's output length (see above).
+        let cap = unsafe { capacity(outp, out_len) };
+        let o = l.0.crypt_final(session, true, cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
+    }
+);
+
+ck_fn!(
+    fn C_DecryptUpdate(
+        session: CK_SESSION_HANDLE,
+        data: *mut CK_BYTE,
+        len: CK_ULONG,
+        outp: *mut CK_BYTE,
+        out_len: *mut CK_ULONG,
+    ) {
+        let l = lib()?;
+        // SAFETY: the caller's input and output length (see above).
+        let (data, cap) = unsafe { (bytes(data, len), capacity(outp, out_len)) };
+        let o = l.0.crypt_update(session, false, data, cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
+    }
+);
+
+ck_fn!(
+    fn C_DecryptFinal(session: CK_SESSION_HANDLE, outp: *mut CK_BYTE, out_len: *mut CK_ULONG) {
+        let l = lib()?;
+        // SAFETY: the caller's output length (see above).
+        let cap = unsafe { capacity(outp, out_len) };
+        let o = l.0.crypt_final(session, false, cap)?;
+        // SAFETY: the caller's output buffer and length (see above).
+        unsafe { write_output(outp, out_len, o) }
+    }
+);
+
+ck_fn!(
     fn C_DecryptInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
         // SAFETY: `mech` is the caller's mechanism (see above).

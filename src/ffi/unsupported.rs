@@ -6,46 +6,6 @@ use crate::error::fail;
 use cryptoki_sys::*;
 
 ck_fn!(
-    fn C_EncryptUpdate(
-        _a1: CK_SESSION_HANDLE,
-        _a2: *mut CK_BYTE,
-        _a3: CK_ULONG,
-        _a4: *mut CK_BYTE,
-        _a5: *mut CK_ULONG,
-    ) {
-        lib()?;
-        fail(CKR_FUNCTION_NOT_SUPPORTED)
-    }
-);
-
-ck_fn!(
-    fn C_EncryptFinal(_a1: CK_SESSION_HANDLE, _a2: *mut CK_BYTE, _a3: *mut CK_ULONG) {
-        lib()?;
-        fail(CKR_FUNCTION_NOT_SUPPORTED)
-    }
-);
-
-ck_fn!(
-    fn C_DecryptUpdate(
-        _a1: CK_SESSION_HANDLE,
-        _a2: *mut CK_BYTE,
-        _a3: CK_ULONG,
-        _a4: *mut CK_BYTE,
-        _a5: *mut CK_ULONG,
-    ) {
-        lib()?;
-        fail(CKR_FUNCTION_NOT_SUPPORTED)
-    }
-);
-
-ck_fn!(
-    fn C_DecryptFinal(_a1: CK_SESSION_HANDLE, _a2: *mut CK_BYTE, _a3: *mut CK_ULONG) {
-        lib()?;
-        fail(CKR_FUNCTION_NOT_SUPPORTED)
-    }
-);
-
-ck_fn!(
     fn C_SignRecoverInit(_a1: CK_SESSION_HANDLE, _a2: *mut CK_MECHANISM, _a3: CK_OBJECT_HANDLE) {
         lib()?;
         fail(CKR_FUNCTION_NOT_SUPPORTED)

@@ -2,10 +2,12 @@
 //! Rust values, and the RSA schemes built on the engine. No C pointers here.
 
 pub mod aes;
+pub mod aes_modes;
 pub mod hash;
 pub mod rsa;
 pub mod rsa_pad;
 
+pub use aes_modes::AesMode;
 use cryptoki_sys::*;
 pub use hash::{HashAlg, Hasher};
 
@@ -44,6 +46,8 @@ pub enum Mechanism {
     GenericSecretKeyGen,
     AesKeyWrap,
     AesKeyWrapPad,
+    /// `CKM_AES_ECB`, `_CBC`, `_CBC_PAD`, `_CTR`, `_GCM` with their parameters.
+    Aes(AesMode),
 }
 
 impl Mechanism {
@@ -61,6 +65,7 @@ impl Mechanism {
             Mechanism::GenericSecretKeyGen => CKM_GENERIC_SECRET_KEY_GEN,
             Mechanism::AesKeyWrap => CKM_AES_KEY_WRAP,
             Mechanism::AesKeyWrapPad => CKM_AES_KEY_WRAP_PAD,
+            Mechanism::Aes(mode) => mode.mechanism_type(),
         }
     }
 }
@@ -173,6 +178,15 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     v.push((CKM_GENERIC_SECRET_KEY_GEN, info(8, 4096, CKF_GENERATE)));
     v.push((CKM_AES_KEY_WRAP, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
     v.push((CKM_AES_KEY_WRAP_PAD, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
+    for m in [
+        CKM_AES_ECB,
+        CKM_AES_CBC,
+        CKM_AES_CBC_PAD,
+        CKM_AES_CTR,
+        CKM_AES_GCM,
+    ] {
+        v.push((m, info(16, 32, crypt)));
+    }
     v
 }
 

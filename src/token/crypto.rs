@@ -4,10 +4,11 @@
 use super::attributes::Template;
 use super::library::{Library, Output};
 use super::object::Object;
-use super::operation::{CryptKey, CryptOp, DigestOp, Operation, SignOp, VerifyOp};
+use super::operation::{CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignOp, VerifyOp};
 use super::policy;
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
+use crate::mechanism::aes_modes::AesCrypt;
 use crate::mechanism::{self, rsa, Mechanism};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
@@ -16,7 +17,7 @@ use zeroize::Zeroizing;
 fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_ATTRIBUTE_TYPE) -> Result<()> {
     let is_rsa_mech = !matches!(
         mech,
-        Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Digest(_)
+        Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Digest(_) | Mechanism::Aes(_)
     );
     let class_ok = obj.attrs.class() == Some(class)
         // Verification and encryption also accept a private key object: it holds the public half.
@@ -214,28 +215,32 @@ impl Library {
             if slot_busy {
                 return fail(CKR_OPERATION_ACTIVE);
             }
-            if !matches!(
-                mech,
-                Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_)
-            ) {
-                return fail(CKR_MECHANISM_INVALID);
-            }
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            let op = if encrypt {
-                check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_ENCRYPT)?;
-                CryptOp {
-                    mech,
-                    key: CryptKey::Public(obj.public_key()?),
-                    needs_auth: false,
+            let usage = if encrypt { CKA_ENCRYPT } else { CKA_DECRYPT };
+            let op = match &mech {
+                Mechanism::Aes(mode) => {
+                    check_key(&obj, &mech, CKO_SECRET_KEY, usage)?;
+                    let value = obj.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                    CryptOp::Aes(AesCrypt::new(mode.clone(), value, encrypt)?)
                 }
-            } else {
-                check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_DECRYPT)?;
-                let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-                CryptOp {
-                    mech,
-                    key: CryptKey::Private(obj.prepared_key()?),
-                    needs_auth,
+                Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_) if encrypt => {
+                    check_key(&obj, &mech, CKO_PUBLIC_KEY, usage)?;
+                    CryptOp::Rsa(RsaCrypt {
+                        mech,
+                        key: CryptKey::Public(obj.public_key()?),
+                        needs_auth: false,
+                    })
                 }
+                Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_) => {
+                    check_key(&obj, &mech, CKO_PRIVATE_KEY, usage)?;
+                    let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
+                    CryptOp::Rsa(RsaCrypt {
+                        mech,
+                        key: CryptKey::Private(obj.prepared_key()?),
+                        needs_auth,
+                    })
+                }
+                _ => return fail(CKR_MECHANISM_INVALID),
             };
             if encrypt {
                 s.encrypt = Some(op);
@@ -254,8 +259,9 @@ impl Library {
         self.crypt_init(h, mech, key, false)
     }
 
-    /// `C_Encrypt`/`C_Decrypt`: single-part, with the two-call convention. For decryption
-    /// the length query answers the modulus size, an upper bound.
+    /// `C_Encrypt`/`C_Decrypt`: single-part, with the two-call convention. A length query
+    /// answers an upper bound where the exact length needs the work done (RSA and padded AES
+    /// decryption); with a buffer, the output that does not fit becomes its exact length.
     pub fn crypt(
         &self,
         h: CK_SESSION_HANDLE,
@@ -267,13 +273,86 @@ impl Library {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_output_op(slot, capacity, |op, capacity| {
                 let data = data?;
-                let Some(cap) = capacity else {
-                    return Ok((Output::Length(op.output_len()), false));
-                };
-                if encrypt && cap < op.output_len() {
-                    return Ok((Output::Length(op.output_len()), false));
+                match op {
+                    CryptOp::Rsa(op) => {
+                        let Some(cap) = capacity else {
+                            return Ok((Output::Length(op.output_len()), false));
+                        };
+                        if encrypt && cap < op.output_len() {
+                            return Ok((Output::Length(op.output_len()), false));
+                        }
+                        Ok((Output::Data(op.run(data)?), true))
+                    }
+                    CryptOp::Aes(op) => {
+                        if op.is_multipart() {
+                            return fail_because(
+                                CKR_OPERATION_ACTIVE,
+                                "a multi-part operation is running: finish it with C_EncryptFinal/C_DecryptFinal",
+                            );
+                        }
+                        let len = op.single_len(data.len())?;
+                        if capacity.is_none_or(|c| encrypt && c < len) {
+                            return Ok((Output::Length(len), false));
+                        }
+                        Ok((Output::Data(op.single(data)?), true))
+                    }
                 }
-                Ok((Output::Data(op.run(data)?), true))
+            })
+        })
+    }
+
+    /// `C_EncryptUpdate`/`C_DecryptUpdate`: the next part (AES modes); its output length is
+    /// known before any state changes, so a short buffer loses nothing.
+    pub fn crypt_update(
+        &self,
+        h: CK_SESSION_HANDLE,
+        encrypt: bool,
+        data: Arg<&[u8]>,
+        capacity: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        self.with_session(h, |s| {
+            let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
+            run_output_op(slot, capacity, |op, capacity| {
+                let data = data?;
+                let CryptOp::Aes(aes) = op else {
+                    return fail_because(
+                        CKR_MECHANISM_INVALID,
+                        "RSA encryption and decryption are single-part: use C_Encrypt/C_Decrypt",
+                    );
+                };
+                let len = aes.update_len(data.len());
+                if capacity.is_none_or(|c| c < len) {
+                    return Ok((Output::Length(len), false));
+                }
+                let (out, next) = aes.try_update(data)?;
+                *aes = next;
+                Ok((Output::Data(out), false))
+            })
+        })
+    }
+
+    /// `C_EncryptFinal`/`C_DecryptFinal`: the last part, which ends the operation.
+    pub fn crypt_final(
+        &self,
+        h: CK_SESSION_HANDLE,
+        encrypt: bool,
+        capacity: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        self.with_session(h, |s| {
+            let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
+            run_output_op(slot, capacity, |op, capacity| {
+                let CryptOp::Aes(aes) = op else {
+                    return fail_because(
+                        CKR_MECHANISM_INVALID,
+                        "RSA encryption and decryption are single-part: use C_Encrypt/C_Decrypt",
+                    );
+                };
+                let Some(_) = capacity else {
+                    return Ok((Output::Length(aes.final_len()), false));
+                };
+                // A last part that does not fit becomes its length (run_output_op), the
+                // operation kept: `try_finish` changed nothing.
+                Ok((Output::Data(aes.try_finish()?), true))
             })
         })
     }

@@ -3,6 +3,7 @@
 
 use crate::engine::{PreparedKey, PublicKey};
 use crate::error::{fail, fail_because, Result};
+use crate::mechanism::aes_modes::AesCrypt;
 use crate::mechanism::{self, rsa, Hasher, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
@@ -132,13 +133,19 @@ pub enum CryptKey {
     Private(Arc<PreparedKey>),
 }
 
-pub struct CryptOp {
+/// An encryption or decryption: RSA (single-part only) or an AES mode (single or multi-part).
+pub enum CryptOp {
+    Rsa(RsaCrypt),
+    Aes(AesCrypt),
+}
+
+pub struct RsaCrypt {
     pub mech: Mechanism,
     pub key: CryptKey,
     pub needs_auth: bool,
 }
 
-impl CryptOp {
+impl RsaCrypt {
     /// Upper bound of the output length (exact for encryption).
     pub fn output_len(&self) -> usize {
         match &self.key {

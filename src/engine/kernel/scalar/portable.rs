@@ -338,3 +338,72 @@ fn sqr_fips(a: &[u64], m: &[u64], k0: u64, q: &mut [u64], t: &mut [u64]) -> u64 
     t[n - 1] = acc.shift();
     acc.low()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::limbs::{from_be_bytes, mont_k0, mul_wide, redc};
+    use super::*;
+
+    fn random(n: usize) -> Vec<u64> {
+        let mut b = vec![0u8; 8 * n];
+        getrandom::fill(&mut b).unwrap();
+        let mut v = vec![0u64; n];
+        from_be_bytes(&b, &mut v);
+        v
+    }
+
+    /// Montgomery's definition, by independent code: the schoolbook product, then the
+    /// operand-scanning reduction of limbs.rs.
+    fn reference(a: &[u64], b: &[u64], m: &[u64], k0: u64) -> Vec<u64> {
+        let n = m.len();
+        let mut w = vec![0u64; 2 * n];
+        mul_wide(a, b, &mut w);
+        let mut out = vec![0u64; n];
+        redc(&mut w, m, k0, &mut out);
+        out
+    }
+
+    /// Every unrolled and looped limb count (1 to 66, and the largest the family serves)
+    /// against the definition: edge values (0, 1, m − 1) and random values below m, for
+    /// random moduli and the extremes (all ones; 2^(64·L−1) + small).
+    #[test]
+    fn fips_matches_the_definition_at_every_limb_count() {
+        let counts: Vec<usize> = (1..=66).chain([96, MAX_LIMBS / 2, MAX_LIMBS]).collect();
+        for n in counts {
+            let rounds = if n > 66 { 3 } else { 12 };
+            for round in 0..rounds {
+                let mut m = random(n);
+                m[n - 1] |= 1 << 63;
+                m[0] |= 1;
+                if round % 4 == 0 {
+                    m.iter_mut().for_each(|x| *x = u64::MAX);
+                }
+                if round % 4 == 1 {
+                    m.iter_mut().for_each(|x| *x = 0);
+                    m[n - 1] = 1 << 63;
+                    m[0] |= 0x1d;
+                }
+                let k0 = mont_k0(m[0]);
+                let below = |mut v: Vec<u64>| {
+                    v[n - 1] %= m[n - 1];
+                    v
+                };
+                let mut m1 = m.clone();
+                m1[0] -= 1;
+                let mut one = vec![0u64; n];
+                one[0] = 1;
+                let values = [vec![0u64; n], one, m1, below(random(n)), below(random(n))];
+                for x in &values {
+                    for y in &values {
+                        let mut got = vec![0u64; n];
+                        mont_mul(x, y, &m, k0, &mut got);
+                        assert_eq!(got, reference(x, y, &m, k0), "mul, {n} limbs");
+                    }
+                    let mut got = vec![0u64; n];
+                    mont_sqr(x, &m, k0, &mut got);
+                    assert_eq!(got, reference(x, x, &m, k0), "sqr, {n} limbs");
+                }
+            }
+        }
+    }
+}

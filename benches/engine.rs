@@ -2,6 +2,7 @@
 //! (rsa crate) path, the scalar families (portable, mulx), the AVX2 kernel at 1 and 2 and the
 //! IFMA kernel at 1, 2 and 4 signatures per call; figures are per second of this thread's CPU time, so other load on the
 //! machine inflates them less than wall-clock rates. cargo bench --bench engine
+//! (`FERROHSM_BENCH_SCALAR=1`: the reference and the scalar families only.)
 use ferrohsm::engine::kernel::scalar::{exp, key::ScalarKey, portable::Portable, Arith};
 use ferrohsm::engine::{generate, PreparedKey};
 
@@ -37,6 +38,7 @@ fn scalar<A: Arith>(c: &ferrohsm::engine::KeyComponents, input: &[u8]) -> Option
 }
 
 fn main() {
+    let scalar_only = std::env::var_os("FERROHSM_BENCH_SCALAR").is_some();
     for bits in [1024usize, 2048, 3072, 4096] {
         let c = generate(bits, &[1, 0, 1]).unwrap();
         let key = PreparedKey::new(&c).unwrap();
@@ -56,7 +58,7 @@ fn main() {
             if let Some(mulx) = scalar::<Mulx>(&c, &input) {
                 line += &format!("  mulx {mulx:7.0}/s");
             }
-            if ferrohsm::engine::kernel::avx2::vertical::available() {
+            if !scalar_only && ferrohsm::engine::kernel::avx2::vertical::available() {
                 use ferrohsm::engine::kernel::avx2::crt as avx2;
                 let ak = avx2::CrtKey::new(&c).unwrap();
                 for width in [1usize, 2] {
@@ -73,7 +75,7 @@ fn main() {
                 });
                 line += &format!(" (unchecked {r:7.0}/s)");
             }
-            if ferrohsm::engine::kernel::ifma::available() {
+            if !scalar_only && ferrohsm::engine::kernel::ifma::available() {
                 let ck = crt::CrtKey::new(&c).unwrap();
                 for width in [1usize, 2, 4] {
                     let jobs: Vec<(&crt::CrtKey, &[u8])> =

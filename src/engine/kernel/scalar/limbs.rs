@@ -71,15 +71,24 @@ pub fn select(m: u64, a: &[u64], out: &mut [u64]) {
 }
 
 /// out = (t + top·R) mod m for t + top·R < 2m: one subtraction of m, kept unless it borrowed
-/// without the top bit to pay for it.
+/// without the top bit to pay for it. Two passes (the borrow of t − m, then t minus m under
+/// that mask) and no scratch: it ends every Montgomery operation, where a buffer of
+/// `MAX_LIMBS` to clear would cost more than the subtraction.
 pub fn reduce_once(t: &[u64], top: u64, m: &[u64], out: &mut [u64]) {
     let n = m.len();
-    let mut d = [0u64; MAX_LIMBS];
-    let d = &mut d[..n];
-    let borrow = sub(&t[..n], m, d);
-    out.copy_from_slice(&t[..n]);
-    select(mask((top | (borrow ^ 1)) & 1), d, out);
-    d.fill(0);
+    let t = &t[..n];
+    let mut borrow = 0u64;
+    for (x, y) in t.iter().zip(m) {
+        let d = (*x as u128).wrapping_sub((*y as u128).wrapping_add(borrow as u128));
+        borrow = ((d >> 64) as u64) & 1;
+    }
+    let keep = mask((top | (borrow ^ 1)) & 1);
+    let mut borrow = 0u64;
+    for ((o, x), y) in out.iter_mut().zip(t).zip(m) {
+        let d = (*x as u128).wrapping_sub(((*y & keep) as u128).wrapping_add(borrow as u128));
+        *o = d as u64;
+        borrow = ((d >> 64) as u64) & 1;
+    }
 }
 
 /// −m⁻¹ mod 2^64 for odd `m0` (Newton's iteration, a fixed number of steps).

@@ -671,3 +671,208 @@ fn a_dump_of_the_database_holds_no_private_label_prime_or_pin_in_clear() {
     // The dump is of the right database: the token's label (public) is in it.
     assert!(has(&hex(b"dumped")), "the dump does not hold the token");
 }
+
+/// `ferrohsm-util` built beside the module.
+fn util(conf: &Path, args: &[&str]) -> Output {
+    let exe = module_path().parent().unwrap().join("ferrohsm-util");
+    Command::new(exe)
+        .args(args)
+        .env("FERROHSM_CONF", conf)
+        .env_remove("FERROHSM_STORE_URL")
+        .output()
+        .expect("ferrohsm-util is built with the crate")
+}
+
+/// Every attribute of every object of every token of the store `conf` names, after a user
+/// login with `USER_PIN` (so the copied PINs are checked too), by token label and handle.
+fn everything(conf: &Path) -> Vec<String> {
+    use cryptoki::object::AttributeType as T;
+    std::env::set_var("FERROHSM_CONF", conf);
+    let p = load();
+    let mut out = Vec::new();
+    for slot in p.get_slots_with_initialized_token().unwrap() {
+        let info = p.get_token_info(slot).unwrap();
+        let s = user_session(&p, slot);
+        for h in s.find_objects(&[]).unwrap() {
+            let types = [
+                T::Class,
+                T::Token,
+                T::Private,
+                T::Label,
+                T::Id,
+                T::KeyType,
+                T::Modulus,
+                T::PublicExponent,
+                T::Sensitive,
+                T::Extractable,
+                T::Sign,
+                T::Verify,
+                T::Encrypt,
+                T::Decrypt,
+                T::Wrap,
+                T::Unwrap,
+                T::Value,
+                T::Application,
+                T::Modifiable,
+                T::Local,
+                T::KeyGenMechanism,
+                T::NeverExtractable,
+                T::AlwaysSensitive,
+                T::Prime1,
+                T::Prime2,
+                T::PrivateExponent,
+                T::StartDate,
+                T::EndDate,
+                T::PublicKeyInfo,
+            ];
+            out.push(format!(
+                "{} {} {h}: {:?}",
+                info.label(),
+                info.serial_number(),
+                s.get_attributes(h, &types).unwrap()
+            ));
+        }
+    }
+    p.finalize().unwrap();
+    out.sort();
+    out
+}
+
+#[test]
+fn copy_store_sqlite_to_postgres_to_sqlite_loses_no_attribute() {
+    use rsa::pkcs1v15::Pkcs1v15Sign;
+    use sha2::{Digest, Sha256};
+    let pg = Pg::start();
+    let url = pg.database("copy");
+    let tmp = tempfile::tempdir().unwrap();
+    // Configurations: SQLite stores A and C, and the PostgreSQL store between them.
+    let sqlite_conf = |name: &str| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("ferrohsm.toml");
+        std::fs::write(
+            &conf,
+            "[store]\npath = \"store\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n",
+        )
+        .unwrap();
+        (conf, dir.join("store").display().to_string())
+    };
+    let (a, a_dir) = sqlite_conf("a");
+    let (c, c_dir) = sqlite_conf("c");
+    let middle = pg.config(&tmp.path().join("pg"), &url, 10, REFRESH_MS);
+    std::env::set_var("FERROHSM_CONF", &a);
+    let (pk_a, signed_on_a) = {
+        let p = load();
+        let one = new_token(&p, "first");
+        let two = new_token(&p, "second");
+        let s = user_session(&p, one);
+        let (public, private) = rsa_keypair(&s, 2048, b"k1", true);
+        let (_, _) = rsa_keypair(&s, 1024, b"k2", true);
+        s.create_object(&[
+            Attribute::Class(ObjectClass::DATA),
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Label(b"private data".to_vec()),
+            Attribute::Application(b"app".to_vec()),
+            Attribute::Value(b"secret value".to_vec()),
+        ])
+        .unwrap();
+        let s2 = user_session(&p, two);
+        s2.create_object(&[
+            Attribute::Class(ObjectClass::DATA),
+            Attribute::Token(true),
+            Attribute::Label(b"public data".to_vec()),
+            Attribute::Value(b"clear value".to_vec()),
+        ])
+        .unwrap();
+        let pk = rsa_public(&s, public);
+        let sig = s
+            .sign(&Mechanism::Sha256RsaPkcs, private, b"before the copy")
+            .unwrap();
+        drop((s, s2));
+        p.finalize().unwrap();
+        (pk, sig)
+    };
+    let before = everything(&a);
+    assert!(before.len() >= 6, "{before:#?}");
+
+    // A dry run writes nothing.
+    let out = util(
+        &middle,
+        &["copy-store", "--from", &a_dir, "--to", &url, "--dry-run"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("would copy 2 token(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let rows: i64 = pg
+        .client(&url)
+        .query_one("SELECT count(*) FROM tokens", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "the dry run wrote tokens");
+
+    let out = util(&middle, &["copy-store", "--from", &a_dir, "--to", &url]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Never over a store that holds tokens.
+    let again = util(&middle, &["copy-store", "--from", &a_dir, "--to", &url]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("never overwrites"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        everything(&middle),
+        before,
+        "SQLite -> PostgreSQL changed something"
+    );
+
+    let out = util(&middle, &["copy-store", "--from", &url, "--to", &c_dir]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(everything(&c), before, "PostgreSQL -> SQLite changed something");
+
+    // The private key, which no attribute shows, signs as before on C.
+    std::env::set_var("FERROHSM_CONF", &c);
+    let p = load();
+    let slot = p.get_slots_with_initialized_token().unwrap()[0];
+    let s = user_session(&p, slot);
+    let key = find_one(&s, ObjectClass::PRIVATE_KEY, b"k1");
+    let sig = s
+        .sign(&Mechanism::Sha256RsaPkcs, key, b"before the copy")
+        .unwrap();
+    assert_eq!(
+        sig, signed_on_a,
+        "PKCS#1 v1.5 is deterministic: the same key signs the same"
+    );
+    pk_a.verify(
+        Pkcs1v15Sign::new::<Sha256>(),
+        &Sha256::digest(b"before the copy"),
+        &sig,
+    )
+    .unwrap();
+    // New objects on the copy get ids after the copied ones.
+    let h = s
+        .create_object(&[
+            Attribute::Class(ObjectClass::DATA),
+            Attribute::Token(true),
+            Attribute::Value(vec![1]),
+        ])
+        .unwrap();
+    assert!(
+        !before.iter().any(|l| l.contains(&format!(" {h}: "))),
+        "id {h} reused"
+    );
+}

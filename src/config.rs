@@ -317,6 +317,44 @@ mod tests {
     }
 
     #[test]
+    fn a_postgres_store_needs_a_url_a_tls_choice_and_files_that_exist() {
+        std::env::remove_var(STORE_URL_ENV);
+        let ok = "[store]\nbackend = \"postgres\"\nurl = \"postgresql://signer@db.example:5432/keys\"\nsslmode = \"disable\"\n";
+        let c = load(ok).unwrap();
+        assert_eq!(
+            c.store_url().as_deref(),
+            Some("postgresql://signer@db.example:5432/keys")
+        );
+        for (text, says) in [
+            ("[store]\nbackend = \"postgres\"\nsslmode = \"disable\"\n", "no store.url"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"mysql://x\"\nsslmode = \"disable\"\n", "store.url"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h:5432\"\nsslmode = \"disable\"\n", "names no database"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\n", "store.root_cert is not set"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nsslmode = \"require\"\n", "store.sslmode must be one of"),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nroot_cert = \"missing.pem\"\n",
+                "store.root_cert",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nsslmode = \"disable\"\npassword_file = \"nope\"\n",
+                "store.password_file",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nsslmode = \"disable\"\nrefresh_ms = 60001\n",
+                "store.refresh_ms must be between 0 and 60000",
+            ),
+        ] {
+            let e = load(text).expect_err(text);
+            assert!(e.contains(says), "{text:?} -> {e}");
+        }
+        // The environment names the server when the file does not.
+        std::env::set_var(STORE_URL_ENV, "postgresql://env@h:5432/db");
+        let c = load("[store]\nbackend = \"postgres\"\nsslmode = \"disable\"\n").unwrap();
+        assert_eq!(c.store_url().as_deref(), Some("postgresql://env@h:5432/db"));
+        std::env::remove_var(STORE_URL_ENV);
+    }
+
+    #[test]
     fn out_of_range_values_are_refused_with_the_key_and_range() {
         for (text, key, allowed) in [
             ("[pin]\nkdf_passes = 0\n", "pin.kdf_passes", "between 1 and 64"),

@@ -876,3 +876,140 @@ fn copy_store_sqlite_to_postgres_to_sqlite_loses_no_attribute() {
         "id {h} reused"
     );
 }
+
+/// Backend pids of ferrohsm's sessions on the server.
+fn ferrohsm_sessions(pg: &Pg, url: &str) -> std::collections::BTreeSet<i32> {
+    pg.client(url)
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'ferrohsm'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn a_forked_child_opens_sessions_of_its_own_and_leaves_the_parents_alone() {
+    use cryptoki_sys::*;
+    use std::ptr::null_mut;
+    let pg = Pg::start();
+    let url = pg.database("fork");
+    let tmp = tempfile::tempdir().unwrap();
+    let conf = pg.config(tmp.path(), &url, 10, REFRESH_MS);
+    std::env::set_var("FERROHSM_CONF", &conf);
+    let p = load();
+    let slot = new_token(&p, "fork");
+    let s = user_session(&p, slot);
+    let (public, private) = rsa_keypair(&s, 2048, b"forked", true);
+    let parents = ferrohsm_sessions(&pg, &url);
+    assert!(!parents.is_empty());
+    let r = Raw::load();
+    let result = tmp.path().join("child-result");
+    // SAFETY: the child calls only the module's C functions and async-signal-tolerant libc
+    // functions before _exit, as the existing fork test does; it never returns into the
+    // test harness.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = std::panic::catch_unwind(|| {
+                assert_eq!((r.f.C_Initialize.unwrap())(null_mut()), CKR_OK);
+                let mut h = 0;
+                let flags = CKF_SERIAL_SESSION | CKF_RW_SESSION;
+                assert_eq!(
+                    (r.f.C_OpenSession.unwrap())(slot.id(), flags, null_mut(), None, &mut h),
+                    CKR_OK
+                );
+                assert_eq!(
+                    (r.f.C_Login.unwrap())(h, CKU_USER, USER_PIN.as_ptr() as *mut u8, 4),
+                    CKR_OK
+                );
+                // A write from the child: a token data object.
+                let mut class = CKO_DATA;
+                let mut yes: CK_BBOOL = 1;
+                let mut t = [
+                    CK_ATTRIBUTE {
+                        type_: CKA_CLASS,
+                        pValue: &mut class as *mut _ as *mut _,
+                        ulValueLen: 8,
+                    },
+                    CK_ATTRIBUTE {
+                        type_: CKA_TOKEN,
+                        pValue: &mut yes as *mut _ as *mut _,
+                        ulValueLen: 1,
+                    },
+                    CK_ATTRIBUTE {
+                        type_: CKA_LABEL,
+                        pValue: b"from the child".as_ptr() as *mut _,
+                        ulValueLen: 14,
+                    },
+                ];
+                let mut obj = 0;
+                assert_eq!(
+                    (r.f.C_CreateObject.unwrap())(h, t.as_mut_ptr(), 3, &mut obj),
+                    CKR_OK
+                );
+                let mut m = raw_mech::<u8>(CKM_SHA256_RSA_PKCS, None);
+                assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
+                let mut sig = [0u8; 256];
+                let mut len = 256;
+                assert_eq!(
+                    (r.f.C_Sign.unwrap())(h, b"child".as_ptr() as *mut u8, 5, sig.as_mut_ptr(), &mut len),
+                    CKR_OK
+                );
+                std::fs::write(&result, &sig[..len as usize]).unwrap();
+                assert_eq!((r.f.C_Finalize.unwrap())(null_mut()), CKR_OK);
+            });
+            libc::_exit(if code.is_ok() { 0 } else { 1 });
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child failed"
+        );
+    }
+    // Every session the parent had is still open on the server: the child neither used nor
+    // closed them (a Terminate on the shared socket would have ended them).
+    let after = ferrohsm_sessions(&pg, &url);
+    assert!(
+        parents.is_subset(&after),
+        "the parent's sessions {parents:?} are not all in {after:?}"
+    );
+    // And the parent goes on: it sees the child's object, writes, signs.
+    std::thread::sleep(Duration::from_millis(REFRESH_MS as u64 + 50));
+    assert_eq!(
+        s.find_objects(&[Attribute::Label(b"from the child".to_vec())])
+            .unwrap()
+            .len(),
+        1
+    );
+    s.create_object(&[
+        Attribute::Class(ObjectClass::DATA),
+        Attribute::Token(true),
+        Attribute::Value(vec![2]),
+    ])
+    .unwrap();
+    use sha2::{Digest, Sha256};
+    let pk = rsa_public(&s, public);
+    let sig = std::fs::read(&result).unwrap();
+    pk.verify(
+        rsa::pkcs1v15::Pkcs1v15Sign::new::<Sha256>(),
+        &Sha256::digest(b"child"),
+        &sig,
+    )
+    .unwrap();
+    let sig = s.sign(&Mechanism::Sha256RsaPkcs, private, b"parent").unwrap();
+    pk.verify(
+        rsa::pkcs1v15::Pkcs1v15Sign::new::<Sha256>(),
+        &Sha256::digest(b"parent"),
+        &sig,
+    )
+    .unwrap();
+    assert!(
+        parents.is_subset(&ferrohsm_sessions(&pg, &url)),
+        "the parent lost a session"
+    );
+}

@@ -1013,3 +1013,155 @@ fn a_forked_child_opens_sessions_of_its_own_and_leaves_the_parents_alone() {
         "the parent lost a session"
     );
 }
+
+/// Makes a CA and a server certificate for `localhost` in `dir` (with openssl), owned by
+/// `postgres` as the server requires for its key; returns the server settings for TLS.
+fn tls_files(dir: &Path) -> String {
+    let p = |f: &str| dir.join(f).display().to_string();
+    for args in [
+        vec![
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test CA",
+            "-keyout",
+            &p("ca.key"),
+            "-out",
+            &p("ca.pem"),
+        ],
+        vec![
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            &p("server.key"),
+            "-out",
+            &p("server.csr"),
+        ],
+    ] {
+        assert!(openssl(&args));
+    }
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost\n").unwrap();
+    assert!(openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p("server.csr"),
+        "-CA",
+        &p("ca.pem"),
+        "-CAkey",
+        &p("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        &p("san.ext"),
+        "-out",
+        &p("server.pem"),
+    ]));
+    // Another CA, which did not sign the server's certificate.
+    assert!(openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=other CA",
+        "-keyout",
+        &p("other.key"),
+        "-out",
+        &p("other.pem"),
+    ]));
+    let st = Command::new("chown")
+        .args(["postgres:postgres", &p("server.key"), &p("server.pem")])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("server.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    format!(
+        "-c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+        p("server.pem"),
+        p("server.key")
+    )
+}
+
+#[test]
+fn verify_full_talks_tls_to_a_server_whose_certificate_the_root_cert_signed_and_to_no_other() {
+    let certs = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(certs.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let settings = tls_files(certs.path());
+    let pg = Pg::private_with(|_| settings);
+    let url = pg.database("tls").replace("127.0.0.1", "localhost");
+    let tmp = tempfile::tempdir().unwrap();
+    let tls_conf = |name: &str, ca: &str| {
+        let conf = pg.config(&tmp.path().join(name), &url, 10, REFRESH_MS);
+        let text = std::fs::read_to_string(&conf).unwrap().replace(
+            "sslmode = \"disable\"",
+            &format!(
+                "sslmode = \"verify-full\"\nroot_cert = \"{}\"",
+                certs.path().join(ca).display()
+            ),
+        );
+        std::fs::write(&conf, text).unwrap();
+        conf
+    };
+    let good = tls_conf("good", "ca.pem");
+    std::env::set_var("FERROHSM_CONF", &good);
+    let p = load();
+    let slot = new_token(&p, "tls");
+    let s = user_session(&p, slot);
+    rsa_keypair(&s, 1024, b"t", true);
+    // Every session of ferrohsm on the server is encrypted.
+    let rows = pg
+        .client(&url)
+        .query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'ferrohsm'",
+            &[],
+        )
+        .unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|r| r.get::<_, bool>(0)),
+        "a ferrohsm session without TLS"
+    );
+    drop(s);
+    p.finalize().unwrap();
+    // A server certificate the configured CA did not sign: C_Initialize fails, and the log
+    // says why.
+    let bad = tls_conf("bad", "other.pem");
+    std::env::set_var("FERROHSM_CONF", &bad);
+    let p = cryptoki::context::Pkcs11::new(module_path()).unwrap();
+    let e = p
+        .initialize(cryptoki::context::CInitializeArgs::new(
+            cryptoki::context::CInitializeFlags::OS_LOCKING_OK,
+        ))
+        .unwrap_err();
+    assert_eq!(rv(e), RvError::GeneralError);
+    // The logger is the process's first (the good configuration's file).
+    let log: String = ["good", "bad"]
+        .iter()
+        .map(|h| std::fs::read_to_string(tmp.path().join(h).join("ferrohsm.log")).unwrap_or_default())
+        .collect();
+    assert!(
+        log.contains("cannot connect") && log.contains("postgresql://postgres@localhost"),
+        "{log}"
+    );
+    assert!(!log.contains(common::pg::PASSWORD), "{log}");
+}

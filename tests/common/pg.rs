@@ -24,6 +24,8 @@ struct Private {
     dir: tempfile::TempDir,
     bin: PathBuf,
     port: u16,
+    /// More `-c name=value` server settings.
+    extra: String,
 }
 
 /// Debian's newest installed PostgreSQL binaries.
@@ -87,6 +89,12 @@ impl Pg {
 
     /// A private cluster even when an external server is named (tests that restart it).
     pub fn private() -> Pg {
+        Self::private_with(|_| String::new())
+    }
+
+    /// A private cluster with more server settings, made by `extra` from the cluster's
+    /// directory (owned by `postgres`) before the server starts: `-c ssl=on ...`.
+    pub fn private_with(extra: impl FnOnce(&Path) -> String) -> Pg {
         let bin = bin_dir();
         let dir = tempfile::tempdir().unwrap();
         {
@@ -120,10 +128,16 @@ impl Pg {
             ],
         );
         let port = free_port();
+        let extra = extra(dir.path());
         let pg = Pg {
             base: format!("postgresql://postgres@127.0.0.1:{port}"),
             password: Some(PASSWORD.to_string()),
-            private: Some(Private { dir, bin, port }),
+            private: Some(Private {
+                dir,
+                bin,
+                port,
+                extra,
+            }),
         };
         pg.ctl(&["start"]);
         pg
@@ -136,9 +150,10 @@ impl Pg {
         };
         let dir = p.dir.path();
         let opts = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off -c max_connections=200",
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off -c max_connections=200 {}",
             p.port,
-            dir.display()
+            dir.display(),
+            p.extra
         );
         let mut args = vec!["-D", "data", "-w", "-t", "60", "-l", "log", "-o", &opts];
         args.extend(what);
@@ -164,6 +179,11 @@ impl Pg {
             .as_ref()
             .map(|p| std::fs::read_to_string(p.dir.path().join("log")).unwrap_or_default())
             .unwrap_or_default()
+    }
+
+    /// The port of the private cluster.
+    pub fn port(&self) -> Option<u16> {
+        self.private.as_ref().map(|p| p.port)
     }
 
     pub fn password(&self) -> Option<&str> {

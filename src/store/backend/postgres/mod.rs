@@ -309,17 +309,25 @@ impl Backend for PostgresBackend {
                 return Ok(cached(&g));
             }
         }
-        // Stale: one thread reads; the others go on with the last values meanwhile (the
-        // signing path never queues behind a slow or unreachable server).
+        // Older than the period: one thread reads; the others go on with the last values
+        // meanwhile (the signing path never queues behind a slow or unreachable server).
+        // After a write of this process (`at` is `None`) every caller waits for a read that
+        // began after it: a process sees its own changes at once.
         let _reading = match self.refreshing.try_lock() {
             Some(r) => r,
             None => {
                 let g = self.generations.lock();
-                if g.at.is_some() || !g.by_slot.is_empty() {
+                if g.at.is_some() {
                     return Ok(cached(&g));
                 }
                 drop(g);
-                self.refreshing.lock()
+                let r = self.refreshing.lock();
+                let g = self.generations.lock();
+                if g.at.is_some_and(|at| at.elapsed() < self.refresh) {
+                    return Ok(cached(&g));
+                }
+                drop(g);
+                r
             }
         };
         let writes = self.writes.load(Ordering::SeqCst);

@@ -2,7 +2,11 @@
 //! pre-generated keys under distinct ids and labels) through the PKCS#11 API, then reports
 //! `C_Initialize`, `C_Login` and find-by-id latencies (p50/p99) and resident memory.
 //!
-//! cargo bench --bench store_scale -- [N]        (default N = 100000)
+//! cargo bench --bench store_scale -- [N]              (default N = 100000; SQLite store)
+//! cargo bench --bench store_scale -- [N] --postgres   (the same on a PostgreSQL store: a private
+//!                                                       cluster, or FERROHSM_TEST_PG_URL)
+//! cargo bench --bench store_scale -- --sign-compare   (RSA-2048 signing through PKCS#11, keys
+//!                                                       cached, on SQLite then PostgreSQL)
 
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::mechanism::Mechanism;
@@ -11,6 +15,10 @@ use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
 use rsa::traits::{PrivateKeyParts, PublicKeyParts};
 use std::time::{Duration, Instant};
+
+/// The PostgreSQL test server helper of the integration tests.
+#[path = "../tests/common/pg.rs"]
+mod pg;
 
 fn be(v: &rsa::BoxedUint) -> Vec<u8> {
     let b = v.to_be_bytes();
@@ -47,15 +55,94 @@ fn load() -> Pkcs11 {
     p
 }
 
+/// A configuration in `dir` for an SQLite store, or for a new database of `server`, with
+/// the default Argon2id parameters so login figures are the real ones.
+fn store_conf(dir: &std::path::Path, server: Option<&pg::Pg>) -> std::path::PathBuf {
+    match server {
+        None => {
+            let conf = dir.join("ferrohsm.toml");
+            std::fs::write(&conf, "[store]\npath = \"store\"\n").unwrap();
+            conf
+        }
+        Some(server) => {
+            let url = server.database("bench");
+            let conf = server.config(dir, &url, 10, 1000);
+            // The bench keeps the default KDF: drop the test's fast one.
+            let text = std::fs::read_to_string(&conf).unwrap();
+            let text: String = text
+                .lines()
+                .filter(|l| !l.starts_with("kdf_"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            std::fs::write(&conf, text).unwrap();
+            conf
+        }
+    }
+}
+
+/// RSA-2048 PKCS#1 v1.5 signatures per second through PKCS#11 with 2 threads for `secs`, on
+/// one token key of the store `conf` names (prepared once, then cached).
+fn sign_rate(conf: &std::path::Path, secs: u64) -> f64 {
+    std::env::set_var("FERROHSM_CONF", conf);
+    let pin = AuthPin::new("bench-pin".into());
+    let p = load();
+    let slot = p.get_all_slots().unwrap()[0];
+    p.init_token(slot, &pin, "sign").unwrap();
+    let s = p.open_rw_session(slot).unwrap();
+    s.login(UserType::So, Some(&pin)).unwrap();
+    s.init_pin(&pin).unwrap();
+    s.logout().unwrap();
+    s.login(UserType::User, Some(&pin)).unwrap();
+    let (_, key) = s
+        .generate_key_pair(
+            &Mechanism::RsaPkcsKeyPairGen,
+            &[
+                Attribute::Token(true),
+                Attribute::ModulusBits(2048.into()),
+                Attribute::Verify(true),
+            ],
+            &[
+                Attribute::Token(true),
+                Attribute::Private(true),
+                Attribute::Sign(true),
+            ],
+        )
+        .unwrap();
+    s.sign(&Mechanism::Sha256RsaPkcs, key, b"warm").unwrap();
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            let (p, done) = (&p, &done);
+            sc.spawn(move || {
+                let s = p.open_ro_session(slot).unwrap();
+                while start.elapsed() < Duration::from_secs(secs) {
+                    s.sign(&Mechanism::Sha256RsaPkcs, key, b"rate").unwrap();
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let rate = done.load(std::sync::atomic::Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+    drop(s);
+    p.finalize().unwrap();
+    rate
+}
+
 fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(100_000);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--sign-compare") {
+        let server = pg::Pg::start();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let sqlite = sign_rate(&store_conf(a.path(), None), 10);
+        let postgres = sign_rate(&store_conf(b.path(), Some(&server)), 10);
+        println!("RSA-2048 sign/s through PKCS#11, 2 threads, 10 s each: sqlite {sqlite:.0}, postgres {postgres:.0} ({:+.1}%)", (postgres / sqlite - 1.0) * 100.0);
+        return;
+    }
+    let n: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(100_000);
+    let server = args.iter().any(|a| a == "--postgres").then(pg::Pg::start);
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("ferrohsm.toml");
-    // The default Argon2id parameters, so login figures are the real ones.
-    std::fs::write(&conf, "[store]\npath = \"store\"\n").unwrap();
+    let conf = store_conf(dir.path(), server.as_ref());
     std::env::set_var("FERROHSM_CONF", &conf);
     let pin = AuthPin::new("bench-pin".into());
 
@@ -103,7 +190,25 @@ fn main() {
     let fill = start.elapsed();
     s.close().unwrap();
     p.finalize().unwrap();
-    let db_size = std::fs::metadata(dir.path().join("store/ferrohsm.db")).map_or(0, |m| m.len());
+    let db_size = match &server {
+        None => std::fs::metadata(dir.path().join("store/ferrohsm.db")).map_or(0, |m| m.len()),
+        Some(server) => {
+            let url = std::fs::read_to_string(&conf)
+                .unwrap()
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("url = \"")
+                        .map(|u| u.trim_end_matches('"').to_string())
+                })
+                .unwrap();
+            let size: i64 = server
+                .client(&url)
+                .query_one("SELECT pg_database_size(current_database())", &[])
+                .unwrap()
+                .get(0);
+            size as u64
+        }
+    };
 
     let rss_before = rss_kib();
     let mut init_t = vec![];
@@ -141,7 +246,8 @@ fn main() {
     let rss_after = rss_kib();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "objects: {n} RSA-2048 private keys; store {:.1} MiB; fill {:.1} s ({:.0} objects/s)",
+        "{} store, objects: {n} RSA-2048 private keys; store {:.1} MiB; fill {:.1} s ({:.0} objects/s)",
+        if server.is_some() { "postgres" } else { "sqlite" },
         db_size as f64 / 1048576.0,
         fill.as_secs_f64(),
         n as f64 / fill.as_secs_f64()

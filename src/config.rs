@@ -6,7 +6,13 @@ use std::path::{Path, PathBuf};
 
 pub const SYSTEM_CONF: &str = "/etc/ferrohsm/ferrohsm.toml";
 
-pub const STORE_BACKENDS: &[&str] = &["sqlite", "memory"];
+pub const STORE_BACKENDS: &[&str] = &["sqlite", "memory", "postgres"];
+/// TLS to PostgreSQL: none, or verified against `store.root_cert` (host name included).
+pub const SSL_MODES: &[&str] = &["disable", "verify-full"];
+/// How stale another host's changes may be when a process sees them (PostgreSQL).
+pub const REFRESH_MS: std::ops::RangeInclusive<u32> = 0..=60_000;
+/// The environment variable that overrides `store.url`.
+pub const STORE_URL_ENV: &str = "FERROHSM_STORE_URL";
 pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
 /// At least one try; beyond a thousand the lockout protects nothing.
 pub const MAX_FAILURES: std::ops::RangeInclusive<u32> = 1..=1000;
@@ -27,10 +33,24 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// `sqlite` (durable, the default) or `memory` (gone at `C_Finalize`).
+    /// `sqlite` (durable, the default), `postgres` (one database for a fleet of hosts) or
+    /// `memory` (gone at `C_Finalize`).
     pub backend: String,
-    /// Directory holding `ferrohsm.db`.
+    /// Directory holding `ferrohsm.db` (sqlite).
     pub path: Option<PathBuf>,
+    /// `postgresql://user@host:port/database` (postgres); `FERROHSM_STORE_URL` overrides it.
+    pub url: Option<String>,
+    /// `verify-full` (TLS, server certificate checked against `root_cert`, the default) or
+    /// `disable` (plain TCP or a Unix socket, for a trusted network only).
+    pub sslmode: String,
+    /// PEM file of the CA certificate(s) that signed the server's certificate.
+    pub root_cert: Option<PathBuf>,
+    /// A file whose first line is the database password; else `PGPASSWORD`, else none
+    /// (trust, peer or certificate authentication).
+    pub password_file: Option<PathBuf>,
+    /// Changes made by other hosts are seen within this many milliseconds (postgres): the
+    /// change generation is read from the database at most this often.
+    pub refresh_ms: u32,
 }
 
 impl Default for StoreConfig {
@@ -38,6 +58,11 @@ impl Default for StoreConfig {
         StoreConfig {
             backend: "sqlite".into(),
             path: None,
+            url: None,
+            sslmode: "verify-full".into(),
+            root_cert: None,
+            password_file: None,
+            refresh_ms: 1000,
         }
     }
 }
@@ -127,10 +152,18 @@ impl Config {
                 e.message()
             ))
         })?;
-        if let Some(p) = &c.store.path {
+        // Relative paths are relative to the file that names them.
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in [
+            &mut c.store.path,
+            &mut c.store.root_cert,
+            &mut c.store.password_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
             if p.is_relative() {
-                // Relative store paths are relative to the file that names them.
-                c.store.path = Some(path.parent().unwrap_or(Path::new(".")).join(p));
+                *p = base.join(&*p);
             }
         }
         c.check()
@@ -161,6 +194,9 @@ impl Config {
             }
         };
         words("store.backend", &self.store.backend, STORE_BACKENDS)?;
+        if self.store.backend == "postgres" {
+            self.check_postgres()?;
+        }
         // Levels are read case-insensitively by the logger.
         words("log.level", &self.log.level.to_ascii_lowercase(), LOG_LEVELS)?;
         range("pin.max_failures", self.pin.max_failures, MAX_FAILURES)?;
@@ -175,6 +211,75 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The PostgreSQL settings: a URL the driver accepts, a TLS mode it can honour, readable
+    /// files. Each error names the key and what to do.
+    fn check_postgres(&self) -> Result<(), String> {
+        let s = &self.store;
+        let Some(url) = self.store_url() else {
+            return Err(format!(
+                "store.backend is \"postgres\" but no store.url is set (nor {STORE_URL_ENV}); \
+                 set store.url = \"postgresql://user@host:5432/database\""
+            ));
+        };
+        let parsed: postgres::Config = url.parse().map_err(|e| {
+            format!(
+                "store.url (or {STORE_URL_ENV}) is not a PostgreSQL URL ({e}); \
+                 write it as postgresql://user@host:5432/database"
+            )
+        })?;
+        if parsed.get_dbname().is_none() {
+            return Err(
+                "store.url names no database; write it as postgresql://user@host:5432/database".into(),
+            );
+        }
+        let words = |key: &str, value: &str, allowed: &[&str]| {
+            if allowed.contains(&value) {
+                Ok(())
+            } else {
+                Err(format!("{key} must be one of {allowed:?}, not {value:?}"))
+            }
+        };
+        words("store.sslmode", &s.sslmode, SSL_MODES)?;
+        if s.sslmode == "verify-full" && s.root_cert.is_none() {
+            return Err(
+                "store.sslmode is \"verify-full\" but store.root_cert is not set; \
+                 set store.root_cert to the PEM file of the CA that signed the server's certificate, \
+                 or sslmode = \"disable\" on a trusted network or a Unix socket"
+                    .into(),
+            );
+        }
+        for (key, file) in [
+            ("store.root_cert", &s.root_cert),
+            ("store.password_file", &s.password_file),
+        ] {
+            if let Some(f) = file {
+                std::fs::metadata(f).map_err(|e| {
+                    format!(
+                        "{key} {} cannot be read ({e}); give the path of an existing file",
+                        f.display()
+                    )
+                })?;
+            }
+        }
+        if !REFRESH_MS.contains(&s.refresh_ms) {
+            return Err(format!(
+                "store.refresh_ms must be between {} and {}, not {}",
+                REFRESH_MS.start(),
+                REFRESH_MS.end(),
+                s.refresh_ms
+            ));
+        }
+        Ok(())
+    }
+
+    /// The PostgreSQL URL: `FERROHSM_STORE_URL` when set, else `store.url`.
+    pub fn store_url(&self) -> Option<String> {
+        std::env::var(STORE_URL_ENV)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| self.store.url.clone())
     }
 
     /// The store directory: configured, or `$XDG_DATA_HOME/ferrohsm`, or
@@ -215,6 +320,44 @@ mod tests {
     }
 
     #[test]
+    fn a_postgres_store_needs_a_url_a_tls_choice_and_files_that_exist() {
+        std::env::remove_var(STORE_URL_ENV);
+        let ok = "[store]\nbackend = \"postgres\"\nurl = \"postgresql://signer@db.example:5432/keys\"\nsslmode = \"disable\"\n";
+        let c = load(ok).unwrap();
+        assert_eq!(
+            c.store_url().as_deref(),
+            Some("postgresql://signer@db.example:5432/keys")
+        );
+        for (text, says) in [
+            ("[store]\nbackend = \"postgres\"\nsslmode = \"disable\"\n", "no store.url"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"mysql://x\"\nsslmode = \"disable\"\n", "store.url"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h:5432\"\nsslmode = \"disable\"\n", "names no database"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\n", "store.root_cert is not set"),
+            ("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nsslmode = \"require\"\n", "store.sslmode must be one of"),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nroot_cert = \"missing.pem\"\n",
+                "store.root_cert",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nsslmode = \"disable\"\npassword_file = \"nope\"\n",
+                "store.password_file",
+            ),
+            (
+                "[store]\nbackend = \"postgres\"\nurl = \"postgresql://u@h/db\"\nsslmode = \"disable\"\nrefresh_ms = 60001\n",
+                "store.refresh_ms must be between 0 and 60000",
+            ),
+        ] {
+            let e = load(text).expect_err(text);
+            assert!(e.contains(says), "{text:?} -> {e}");
+        }
+        // The environment names the server when the file does not.
+        std::env::set_var(STORE_URL_ENV, "postgresql://env@h:5432/db");
+        let c = load("[store]\nbackend = \"postgres\"\nsslmode = \"disable\"\n").unwrap();
+        assert_eq!(c.store_url().as_deref(), Some("postgresql://env@h:5432/db"));
+        std::env::remove_var(STORE_URL_ENV);
+    }
+
+    #[test]
     fn out_of_range_values_are_refused_with_the_key_and_range() {
         for (text, key, allowed) in [
             ("[pin]\nkdf_passes = 0\n", "pin.kdf_passes", "between 1 and 64"),
@@ -245,7 +388,11 @@ mod tests {
                 "between 1 and 1000",
             ),
             ("[log]\nlevel = \"verbose\"\n", "log.level", "\"trace\""),
-            ("[store]\nbackend = \"postgres\"\n", "store.backend", "\"sqlite\""),
+            (
+                "[store]\nbackend = \"postgresql\"\n",
+                "store.backend",
+                "\"postgres\"",
+            ),
             ("[store]\nbackend = \"Memory\"\n", "store.backend", "\"memory\""),
             ("[engine]\nkernel = \"avx9\"\n", "engine.kernel", "\"portable\""),
         ] {

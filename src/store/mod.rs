@@ -136,6 +136,7 @@ pub fn open_sealed(config: &crate::config::Config) -> std::result::Result<Sealed
     };
     let backend: Box<dyn backend::Backend> = match config.store.backend.as_str() {
         "memory" => Box::new(backend::memory::MemoryBackend::new()),
+        "postgres" => Box::new(backend::postgres::PostgresBackend::open(config)?),
         _ => Box::new(backend::sqlite::SqliteBackend::open(&config.store_dir())?),
     };
     Ok(Sealed::new(backend, kdf, config.pin.max_failures))

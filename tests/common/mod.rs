@@ -2,6 +2,8 @@
 //! with its own store in a temporary directory.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, ObjectClass, ObjectHandle};

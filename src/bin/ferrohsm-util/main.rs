@@ -2,6 +2,7 @@
 //! Every command goes through the module's PKCS#11 API, as any application would.
 
 mod bench;
+mod copy;
 mod migrate;
 mod module;
 mod pin;
@@ -46,6 +47,8 @@ enum Command {
     Bench(bench::Bench),
     /// Take over a SoftHSM v2 token: same label, serial, PINs and objects.
     MigrateSofthsm(migrate::Migrate),
+    /// Copy every token of one store into an empty one (SQLite and PostgreSQL either way).
+    CopyStore(copy::CopyStore),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Speed(a) => speed::run(cli.module.as_deref(), a),
         Command::Bench(a) => bench::run(a),
         Command::MigrateSofthsm(a) => migrate::run(a),
+        Command::CopyStore(a) => copy::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -354,8 +354,11 @@ pub fn delete_from_store(
     use ferrohsm::store::{PinOwner, Store};
     use secrecy::ExposeSecret;
     let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
-    if config.store.backend != "sqlite" {
-        return Err("deleting tokens works on the sqlite store; the configured store is in memory".into());
+    if config.store.backend == "memory" {
+        return Err(
+            "deleting tokens works on the sqlite and postgres stores; the configured store is in memory"
+                .into(),
+        );
     }
     let store = ferrohsm::store::open_sealed(&config)?;
     let tokens = store

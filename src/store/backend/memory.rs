@@ -168,6 +168,18 @@ impl Tx for MemTx<'_> {
         }
     }
 
+    fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()> {
+        if self.state.objects.contains_key(&row.id) {
+            return crate::error::fail_because(
+                CKR_FUNCTION_FAILED,
+                format!("object id {} is already in use", row.id),
+            );
+        }
+        self.state.last_id = self.state.last_id.max(row.id);
+        self.set_object(row.id, Some((slot, row.clone())));
+        Ok(())
+    }
+
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
         match self.state.objects.get(&id) {
             Some((s, _)) if *s == slot => {

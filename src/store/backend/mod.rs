@@ -5,6 +5,7 @@
 //! PKCS#11; a new backend (PostgreSQL, say) is one more module here.
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -89,7 +90,7 @@ pub trait Backend: Send + Sync {
     /// Runs `f` as one transaction: everything it wrote is committed when it returns `Ok`,
     /// nothing when it returns an error (which `write` returns). Writers are serialised with
     /// every other writer of the store, in any process or host (SQLite: BEGIN IMMEDIATE;
-    /// PostgreSQL: SERIALIZABLE, or row locks taken by `Tx::token`). A backend may run `f`
+    /// PostgreSQL: one advisory lock for the store, and row locks taken by `Tx::token`). A backend may run `f`
     /// again after a serialisation failure, so `f` must not keep effects of an earlier run.
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
 }
@@ -115,6 +116,9 @@ pub trait Tx {
     fn new_object(&mut self, slot: CK_SLOT_ID) -> Result<u64>;
     /// Writes an existing row (`row.id`); whether there was one in `slot`.
     fn put_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<bool>;
+    /// Writes a row with the id it has (`ferrohsm-util copy-store`: seals name their object's
+    /// id, so a copied row keeps it); ids allocated later come after it.
+    fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()>;
     /// Whether there was one.
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool>;
     fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()>;

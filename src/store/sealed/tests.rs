@@ -14,12 +14,32 @@ const MAX: u32 = 3;
 const SO: &[u8] = b"so-pin-1";
 const USER: &[u8] = b"user-pin";
 
-/// One backend under test; `dir` keeps an SQLite store's directory alive.
+/// The test server of the integration tests (a private cluster, or FERROHSM_TEST_PG_URL).
+#[path = "../../../tests/common/pg.rs"]
+mod pg;
+
+/// One backend under test; `dir` keeps an SQLite store's directory alive, `_server` the
+/// PostgreSQL server of a postgres one.
 struct Case {
     name: &'static str,
     store: Sealed,
     calls: Arc<Calls>,
     dir: Option<tempfile::TempDir>,
+    _server: Option<(pg::Pg, tempfile::TempDir)>,
+}
+
+/// A PostgreSQL backend over a new database of a real server.
+fn postgres() -> (
+    crate::store::backend::postgres::PostgresBackend,
+    (pg::Pg, tempfile::TempDir),
+) {
+    let server = pg::Pg::start();
+    let url = server.database("sealed");
+    let dir = tempfile::tempdir().unwrap();
+    let conf = server.config(dir.path(), &url, MAX, 1000);
+    let config = crate::config::Config::from_file(&conf).unwrap();
+    let b = crate::store::backend::postgres::PostgresBackend::open(&config).unwrap();
+    (b, (server, dir))
 }
 
 fn kdf() -> KdfParams {
@@ -33,18 +53,30 @@ fn cases() -> Vec<Case> {
     let (memory, mem_calls) = Probe::new(MemoryBackend::new());
     let dir = tempfile::tempdir().unwrap();
     let (sqlite, sql_calls) = Probe::new(SqliteBackend::open(dir.path()).unwrap());
+    let (postgres, server) = postgres();
+    let (postgres, pg_calls) = Probe::new(postgres);
+    // SQLite last: tests of the file take it with `pop`.
     vec![
         Case {
             name: "memory",
             store: Sealed::new(Box::new(memory), kdf(), MAX),
             calls: mem_calls,
             dir: None,
+            _server: None,
+        },
+        Case {
+            name: "postgres",
+            store: Sealed::new(Box::new(postgres), kdf(), MAX),
+            calls: pg_calls,
+            dir: None,
+            _server: Some(server),
         },
         Case {
             name: "sqlite",
             store: Sealed::new(Box::new(sqlite), kdf(), MAX),
             calls: sql_calls,
             dir: Some(dir),
+            _server: None,
         },
     ]
 }

@@ -365,6 +365,25 @@ impl Tx for SqliteTx<'_> {
         Ok(n > 0)
     }
 
+    fn import_object(&mut self, slot: CK_SLOT_ID, o: &ObjectRow) -> Result<()> {
+        // AUTOINCREMENT keeps later ids above this one.
+        self.change(
+            "INSERT INTO objects (id, slot_id, private, class, key_id, label, clear, sealed) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                o.id as i64,
+                slot as i64,
+                o.private,
+                o.class.map(|c| c as i64),
+                o.key_id,
+                o.label,
+                o.clear,
+                o.sealed
+            ],
+        )
+        .map(|_| ())
+    }
+
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
         let n = self.change(
             "DELETE FROM objects WHERE id = ?1 AND slot_id = ?2",

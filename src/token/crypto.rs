@@ -13,6 +13,17 @@ use crate::mechanism::{self, rsa, Mechanism};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
+/// The AES operation of a multi-part call: RSA encryption and decryption are single-part.
+fn multi_part(op: &mut CryptOp) -> Result<&mut AesCrypt> {
+    match op {
+        CryptOp::Aes(aes) => Ok(aes),
+        CryptOp::Rsa(_) => fail_because(
+            CKR_MECHANISM_INVALID,
+            "RSA encryption and decryption are single-part: use C_Encrypt/C_Decrypt",
+        ),
+    }
+}
+
 /// Checks that `obj` is a key of the right kind for `mech` with the `usage` flag set.
 fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_ATTRIBUTE_TYPE) -> Result<()> {
     let is_rsa_mech = !matches!(
@@ -314,12 +325,7 @@ impl Library {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_output_op(slot, capacity, |op, capacity| {
                 let data = data?;
-                let CryptOp::Aes(aes) = op else {
-                    return fail_because(
-                        CKR_MECHANISM_INVALID,
-                        "RSA encryption and decryption are single-part: use C_Encrypt/C_Decrypt",
-                    );
-                };
+                let aes = multi_part(op)?;
                 let len = aes.update_len(data.len());
                 if capacity.is_none_or(|c| c < len) {
                     return Ok((Output::Length(len), false));
@@ -341,12 +347,7 @@ impl Library {
         self.with_session(h, |s| {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_output_op(slot, capacity, |op, capacity| {
-                let CryptOp::Aes(aes) = op else {
-                    return fail_because(
-                        CKR_MECHANISM_INVALID,
-                        "RSA encryption and decryption are single-part: use C_Encrypt/C_Decrypt",
-                    );
-                };
+                let aes = multi_part(op)?;
                 let Some(_) = capacity else {
                     return Ok((Output::Length(aes.final_len()), false));
                 };

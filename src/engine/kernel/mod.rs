@@ -190,8 +190,14 @@ pub enum Vendor {
     Other,
 }
 
-/// This CPU's maker, from CPUID leaf 0.
+/// This CPU's maker, from CPUID leaf 0, read once: `fill_choice` asks at every batch, and
+/// under a hypervisor CPUID traps (microseconds, as much as part of an RSA-1024 signature).
 pub fn vendor() -> Vendor {
+    static VENDOR: std::sync::OnceLock<Vendor> = std::sync::OnceLock::new();
+    *VENDOR.get_or_init(read_vendor)
+}
+
+fn read_vendor() -> Vendor {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: CPUID exists on every x86-64 CPU; leaf 0 only reads the vendor string.

@@ -1165,3 +1165,202 @@ fn verify_full_talks_tls_to_a_server_whose_certificate_the_root_cert_signed_and_
     );
     assert!(!log.contains(common::pg::PASSWORD), "{log}");
 }
+
+/// `C_InitToken` by host A while host B (this process) is logged in and signing: within
+/// `bound` B's old key stops signing, B is logged out and sees the new label, a write
+/// by B under its old login is refused (nothing sealed under the discarded token key),
+/// and after A sets a new user PIN B logs in with it and signs with A's new key.
+fn reinit_seen_by_a_running_host(a: &Path, b: &Path, bound: Duration) {
+    const NEW_PIN: &str = "4321-new";
+    let login = |conf: &Path, pin: &str, more: &[&str]| {
+        let mut args = vec!["--token-label", "fleet", "--login", "--pin", pin];
+        args.extend_from_slice(more);
+        tool(conf, &args)
+    };
+    tool(a, &["--init-token", "--label", "fleet", "--so-pin", SO_PIN]);
+    let so = [
+        "--token-label",
+        "fleet",
+        "--login",
+        "--login-type",
+        "so",
+        "--so-pin",
+        SO_PIN,
+    ];
+    tool(a, &[&so[..], &["--init-pin", "--pin", USER_PIN]].concat());
+    login(
+        a,
+        USER_PIN,
+        &["--keypairgen", "--key-type", "rsa:2048", "--id", "c1"],
+    );
+
+    std::env::set_var("FERROHSM_CONF", b);
+    let pk = load();
+    let slot = pk.get_slots_with_initialized_token().unwrap()[0];
+    let s = user_session(&pk, slot);
+    let key = find_one(&s, ObjectClass::PRIVATE_KEY, &[0xc1]);
+    s.sign(&Mechanism::Sha256RsaPkcs, key, b"before").unwrap();
+
+    // Same label, same SO PIN: only the re-initialisation itself tells the hosts apart.
+    tool(a, &["--init-token", "--label", "fleet", "--so-pin", SO_PIN]);
+    let reinit = Instant::now();
+    let seen = loop {
+        match s.sign(&Mechanism::Sha256RsaPkcs, key, b"after") {
+            Err(e) => {
+                let r = rv(e);
+                assert!(
+                    matches!(r, RvError::KeyHandleInvalid | RvError::ObjectHandleInvalid),
+                    "{r}"
+                );
+                break reinit.elapsed();
+            }
+            Ok(_) => {
+                assert!(
+                    reinit.elapsed() < Duration::from_secs(5),
+                    "host B still signs 5 s after the re-init"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    eprintln!("host B saw the re-initialisation after {seen:?} (bound {bound:?})");
+    assert!(seen <= bound + Duration::from_millis(100), "seen after {seen:?}");
+    let info = pk.get_token_info(slot).unwrap();
+    assert!(
+        !info.user_pin_initialized(),
+        "the re-initialised token has no user PIN yet"
+    );
+    assert_eq!(
+        s.get_session_info().unwrap().session_state(),
+        cryptoki::session::SessionState::RwPublic,
+        "host B is logged out"
+    );
+    assert!(s
+        .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)])
+        .unwrap()
+        .is_empty());
+    let private = s.create_object(&[
+        Attribute::Class(ObjectClass::DATA),
+        Attribute::Token(true),
+        Attribute::Private(true),
+        Attribute::Value(b"sealed under the old key?".to_vec()),
+    ]);
+    assert_eq!(rv(private.unwrap_err()), RvError::UserNotLoggedIn);
+    assert_eq!(
+        rv(s.login(UserType::User, Some(&pin(USER_PIN))).unwrap_err()),
+        RvError::UserPinNotInitialized
+    );
+
+    tool(a, &[&so[..], &["--init-pin", "--pin", NEW_PIN]].concat());
+    login(
+        a,
+        NEW_PIN,
+        &["--keypairgen", "--key-type", "rsa:2048", "--id", "c2"],
+    );
+    s.login(UserType::User, Some(&pin(NEW_PIN))).unwrap();
+    let key2 = find_one(&s, ObjectClass::PRIVATE_KEY, &[0xc2]);
+    let public = rsa_public(&s, find_one(&s, ObjectClass::PUBLIC_KEY, &[0xc2]));
+    use sha2::{Digest, Sha256};
+    let sig = s.sign(&Mechanism::Sha256RsaPkcs, key2, b"new token").unwrap();
+    public
+        .verify(
+            rsa::pkcs1v15::Pkcs1v15Sign::new::<Sha256>(),
+            &Sha256::digest(b"new token"),
+            &sig,
+        )
+        .unwrap();
+    // An object B makes now opens on A: it was sealed under the new token key.
+    let (_, _) = rsa_keypair(&s, 1024, &[0xc3], true);
+    let listed = login(a, NEW_PIN, &["--list-objects", "--type", "privkey"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("ID:         c3"),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    drop(s);
+    pk.finalize().unwrap();
+}
+
+#[test]
+fn a_re_initialisation_on_one_postgres_host_is_seen_by_a_running_signer_on_another() {
+    let pg = Pg::start();
+    let url = pg.database("reinit");
+    let tmp = tempfile::tempdir().unwrap();
+    let a = pg.config(&tmp.path().join("a"), &url, 10, REFRESH_MS);
+    let b = pg.config(&tmp.path().join("b"), &url, 10, REFRESH_MS);
+    let log = tmp.path().join("a/ferrohsm.log");
+    let r = std::panic::catch_unwind(|| {
+        reinit_seen_by_a_running_host(&a, &b, Duration::from_millis(REFRESH_MS as u64))
+    });
+    eprintln!("{}", std::fs::read_to_string(log).unwrap_or_default());
+    r.unwrap();
+}
+
+#[test]
+fn a_re_initialisation_by_one_process_on_an_sqlite_store_is_seen_by_a_running_signer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let conf = |host: &str| {
+        let dir = tmp.path().join(host);
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = dir.join("ferrohsm.toml");
+        std::fs::write(
+            &c,
+            format!(
+                "[store]\npath = \"{}\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n",
+                store.display()
+            ),
+        )
+        .unwrap();
+        c
+    };
+    // SQLite has no refresh interval: the next object access reads the generation.
+    reinit_seen_by_a_running_host(&conf("a"), &conf("b"), Duration::ZERO);
+}
+
+/// The failover form of `store.url` the Fleet docs give: two servers listed, the first one
+/// read-only (as a standby is) and then stopped. ferrohsm writes to the one that accepts
+/// writes, and a host started after the first server is gone still finds the token.
+#[test]
+fn a_url_listing_a_read_only_server_first_writes_to_the_one_that_accepts_writes() {
+    let (standby, primary) = (Pg::private(), Pg::private());
+    let name = format!("failover_{}", std::process::id());
+    standby.database_named(&name);
+    primary.database_named(&name);
+    standby.set_read_only(true);
+    let url = format!(
+        "postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/{name}?target_session_attrs=read-write",
+        standby.port().unwrap(),
+        primary.port().unwrap()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let conf = primary.config(tmp.path(), &url, 10, REFRESH_MS);
+    tool(&conf, &["--init-token", "--label", "failover", "--so-pin", SO_PIN]);
+    let tokens = |pg: &Pg| -> i64 {
+        let url = format!("{}/{name}", pg_base(pg));
+        let mut c = pg.client(&url);
+        let exists: bool = c
+            .query_one("SELECT to_regclass('tokens') IS NOT NULL", &[])
+            .unwrap()
+            .get(0);
+        if !exists {
+            return 0;
+        }
+        c.query_one("SELECT count(*) FROM tokens", &[]).unwrap().get(0)
+    };
+    assert_eq!(tokens(&primary), 1, "the token is on the writable server");
+    assert_eq!(tokens(&standby), 0, "nothing was written to the read-only one");
+    standby.stop();
+    let listed = tool(&conf, &["--list-token-slots"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("failover"),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    let log = std::fs::read_to_string(tmp.path().join("ferrohsm.log")).unwrap_or_default();
+    assert!(!log.contains(common::pg::PASSWORD), "{log}");
+}
+
+fn pg_base(pg: &Pg) -> String {
+    format!("postgresql://postgres@127.0.0.1:{}", pg.port().unwrap())
+}

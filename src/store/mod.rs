@@ -45,6 +45,8 @@ pub struct TokenRecord {
     pub user_pin: PinState,
     /// Wrong attempts allowed before a PIN locks.
     pub max_failures: u32,
+    /// Changes at every re-initialisation (`TokenRow::epoch`).
+    pub epoch: u64,
 }
 
 /// Values by numeric type, as the store keeps them: bytes without meaning to it. Values are

@@ -9,6 +9,7 @@ use crate::store::{Store, TokenRecord};
 use cryptoki_sys::*;
 use dashmap::DashMap;
 use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct Token {
     /// Token objects seen by this process: the object and the store generation it was checked at.
     cache: DashMap<CK_OBJECT_HANDLE, (Arc<Object>, u64)>,
     pub session_objects: DashMap<CK_OBJECT_HANDLE, Arc<Object>>,
+    /// The store generation last read; a change re-reads the record (`generation`).
+    seen_generation: AtomicU64,
 }
 
 impl Token {
@@ -38,6 +41,7 @@ impl Token {
             login: RwLock::new(LoginState::Public),
             cache: DashMap::new(),
             session_objects: DashMap::new(),
+            seen_generation: AtomicU64::new(0),
         }
     }
 
@@ -53,15 +57,40 @@ impl Token {
         *self.record.write() = r;
     }
 
-    /// Re-reads the record (PIN counters change in other processes too).
+    /// Re-reads the record (PIN counters change in other processes too). A new epoch means
+    /// another process re-initialised the token: its objects are gone and this process's
+    /// login with them.
     pub fn refresh_record(&self) -> Option<TokenRecord> {
         if let Ok(tokens) = self.store.tokens() {
-            let r = tokens.into_iter().find(|t| t.slot_id == self.slot_id);
-            if r.is_some() {
-                *self.record.write() = r;
+            if let Some(r) = tokens.into_iter().find(|t| t.slot_id == self.slot_id) {
+                let epoch = r.epoch;
+                let old = self.record.write().replace(r);
+                if old.is_some_and(|o| o.epoch != epoch) {
+                    self.reinitialised_elsewhere();
+                }
             }
         }
         self.record()
+    }
+
+    fn reinitialised_elsewhere(&self) {
+        log::warn!(
+            "slot {}: the token was re-initialised by another process; its objects are gone and this application is logged out",
+            self.slot_id
+        );
+        self.clear_cache();
+        *self.login.write() = LoginState::Public;
+        self.store.logout(self.slot_id);
+    }
+
+    /// The store generation of this token. A change since the last read re-reads the record,
+    /// so a re-initialisation by another process is noticed on the next object access.
+    fn generation(&self) -> Result<u64> {
+        let g = self.store.generation(self.slot_id)?;
+        if self.seen_generation.swap(g, Ordering::Relaxed) != g {
+            self.refresh_record();
+        }
+        Ok(g)
     }
 
     pub fn is_initialized(&self) -> bool {
@@ -99,7 +128,7 @@ impl Token {
     }
 
     fn token_object(&self, handle: CK_OBJECT_HANDLE) -> Result<Arc<Object>> {
-        let generation = self.store.generation(self.slot_id)?;
+        let generation = self.generation()?;
         if let Some(entry) = self.cache.get(&handle) {
             if entry.1 == generation {
                 return Ok(entry.0.clone());
@@ -131,7 +160,7 @@ impl Token {
     /// Of `handles` (search results), those that still exist and are visible: one generation
     /// read for all of them while nothing changed since they were cached.
     pub fn still_visible(&self, handles: &[CK_OBJECT_HANDLE]) -> Vec<CK_OBJECT_HANDLE> {
-        let generation = self.store.generation(self.slot_id).ok();
+        let generation = self.generation().ok();
         let logged_in = self.user_logged_in();
         handles
             .iter()
@@ -153,6 +182,13 @@ impl Token {
 
     /// Handles of the visible objects matching `template`, token objects first.
     pub fn find(&self, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        // The generation is read first: a change in between makes the cache entries stale,
+        // never wrongly fresh, and a re-initialisation elsewhere ends the login before it is used.
+        let generation = if self.is_initialized() {
+            self.generation()?
+        } else {
+            0
+        };
         let with_private = self.user_logged_in();
         let wants = |t: CK_ATTRIBUTE_TYPE| {
             template
@@ -163,9 +199,7 @@ impl Token {
         let mut out = Vec::new();
         if wants(CKA_TOKEN) != Some(false) && self.is_initialized() {
             // One store query; each record is opened once and cached, so the handles
-            // `C_FindObjects` returns need no second read. The generation is read first: a
-            // change in between makes the cache entries stale, never wrongly fresh.
-            let generation = self.store.generation(self.slot_id)?;
+            // `C_FindObjects` returns need no second read.
             let found = self
                 .store
                 .find(self.slot_id, &records::query(template), with_private)?;

@@ -209,6 +209,26 @@ impl Pg {
         format!("{}/{name}", self.base)
     }
 
+    /// A new, empty database called exactly `name` (the same database on two servers).
+    pub fn database_named(&self, name: &str) -> String {
+        self.admin("postgres")
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        format!("{}/{name}", self.base)
+    }
+
+    /// Makes every new transaction of the server read-only, as on a hot standby.
+    pub fn set_read_only(&self, on: bool) {
+        let mut c = self.admin("postgres");
+        // Two statements: ALTER SYSTEM may not share a transaction (a batch is one).
+        c.batch_execute(&format!(
+            "ALTER SYSTEM SET default_transaction_read_only = {}",
+            if on { "on" } else { "off" }
+        ))
+        .unwrap();
+        c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    }
+
     /// A client of database `url` (test checks).
     pub fn client(&self, url: &str) -> postgres::Client {
         let mut c: postgres::Config = url.parse().unwrap();

@@ -31,6 +31,10 @@ pub struct TokenRow {
     pub so: PinRow,
     pub user: PinRow,
     pub max_failures: u32,
+    /// Counts the re-initialisations of the token. A token key belongs to one epoch: a
+    /// process holding the key of an earlier one must log in again (another host re-initialised
+    /// the token).
+    pub epoch: u64,
     /// Changes whenever an object of the token changes (`Tx::bump_generation`); written by
     /// nothing else.
     pub generation: u64,

@@ -8,7 +8,7 @@ pub mod lockout;
 mod objects;
 mod pin;
 
-use super::backend::{transact, Backend, PinRow, TokenRow};
+use super::backend::{transact, Backend, PinRow, TokenRow, Tx};
 use super::{Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
 use crate::error::{fail, fail_because, Error, Result};
 use crypt::{KdfParams, Key};
@@ -21,8 +21,8 @@ pub struct Sealed {
     kdf: KdfParams,
     /// The failure limit of tokens this process creates.
     max_failures: u32,
-    /// Token keys of tokens this process is logged in to.
-    keys: Mutex<HashMap<CK_SLOT_ID, Key>>,
+    /// Token keys of tokens this process is logged in to, with the epoch each belongs to.
+    keys: Mutex<HashMap<CK_SLOT_ID, (u64, Key)>>,
     /// Logins after the first one skip the KDF (GnuTLS logs in once per object it lists).
     pins: pin::PinKeyCache,
 }
@@ -46,6 +46,7 @@ fn record(row: &TokenRow) -> TokenRecord {
         so_pin: state(&row.so),
         user_pin: state(&row.user),
         max_failures: row.max_failures,
+        epoch: row.epoch,
     }
 }
 
@@ -77,7 +78,34 @@ impl Sealed {
     }
 
     fn token_key(&self, slot: CK_SLOT_ID) -> Option<Key> {
-        self.keys.lock().get(&slot).cloned()
+        self.keys.lock().get(&slot).map(|(_, k)| k.clone())
+    }
+
+    /// Inside a write transaction: the token key this process holds for `slot`, if it still
+    /// belongs to the token in the store. After another process re-initialised the token the
+    /// old key is dropped and the write refused, so nothing is ever sealed under a key the
+    /// token no longer has.
+    fn current_key(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID) -> Result<Option<Key>> {
+        let Some((epoch, key)) = self.keys.lock().get(&slot).cloned() else {
+            return Ok(None);
+        };
+        let Some(row) = tx.token(slot)? else {
+            return fail(CKR_TOKEN_NOT_RECOGNIZED);
+        };
+        if row.epoch != epoch {
+            self.forget_epoch(slot, epoch);
+            return fail(CKR_USER_NOT_LOGGED_IN);
+        }
+        Ok(Some(key))
+    }
+
+    /// Drops the key of `slot` if it belongs to `epoch` (the token was re-initialised since).
+    fn forget_epoch(&self, slot: CK_SLOT_ID, epoch: u64) {
+        let mut keys = self.keys.lock();
+        if keys.get(&slot).is_some_and(|(e, _)| *e == epoch) {
+            keys.remove(&slot);
+            log::warn!("slot {slot}: the token was re-initialised by another process; log in again");
+        }
     }
 
     /// Creates a complete token in one transaction (migration): label and serial as given,
@@ -152,6 +180,7 @@ impl Store for Sealed {
                 tx.delete_objects(slot)?;
                 tx.bump_generation(slot)?;
                 row.label = label.to_vec();
+                row.epoch += 1;
                 row.so.counter.failures = 0;
                 row.so.counter.locked = false;
                 row.user.counter.failures = 0;
@@ -188,8 +217,8 @@ impl Store for Sealed {
     }
 
     fn login(&self, slot: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
-        let key = self.check_pin(slot, who, pin)?;
-        self.keys.lock().insert(slot, key);
+        let (key, epoch) = self.check_pin(slot, who, pin)?;
+        self.keys.lock().insert(slot, (epoch, key));
         Ok(())
     }
 
@@ -201,6 +230,7 @@ impl Store for Sealed {
         let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
         let (wrap, pin_key) = self.wrap(&token_key, slot, PinOwner::User, pin);
         transact(&*self.backend, |tx| {
+            self.current_key(tx, slot)?;
             let Some(mut row) = tx.token(slot)? else {
                 return fail(CKR_TOKEN_NOT_RECOGNIZED);
             };
@@ -215,13 +245,17 @@ impl Store for Sealed {
     }
 
     fn set_pin(&self, slot: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
-        let token_key = self.check_pin(slot, who, old)?;
+        let (token_key, epoch) = self.check_pin(slot, who, old)?;
         // Re-wrap only: objects stay sealed under the same token key.
         let (wrap, pin_key) = self.wrap(&token_key, slot, who, new);
         transact(&*self.backend, |tx| {
             let Some(mut row) = tx.token(slot)? else {
                 return fail(CKR_TOKEN_NOT_RECOGNIZED);
             };
+            if row.epoch != epoch {
+                // Re-initialised between the check and now: the old PIN is gone with it.
+                return fail(CKR_PIN_INCORRECT);
+            }
             pin::of(&mut row, who).wrap = Some(wrap.clone());
             tx.update_token(&row)
         })?;
@@ -249,8 +283,8 @@ impl Store for Sealed {
     }
 
     fn create(&self, slot: CK_SLOT_ID, objects: &[ObjectRecord]) -> Result<Vec<u64>> {
-        let key = self.token_key(slot);
         transact(&*self.backend, |tx| {
+            let key = self.current_key(tx, slot)?;
             let mut ids = Vec::with_capacity(objects.len());
             for o in objects {
                 // The id is part of every seal's associated data, so sealing follows it.
@@ -265,8 +299,9 @@ impl Store for Sealed {
     }
 
     fn update(&self, slot: CK_SLOT_ID, id: u64, record: &ObjectRecord) -> Result<()> {
-        let row = self.encode(slot, id, record, self.token_key(slot).as_ref())?;
         transact(&*self.backend, |tx| {
+            let key = self.current_key(tx, slot)?;
+            let row = self.encode(slot, id, record, key.as_ref())?;
             if !tx.put_object(slot, &row)? {
                 return fail(CKR_OBJECT_HANDLE_INVALID);
             }

@@ -118,7 +118,7 @@ impl Sealed {
     /// host sees it) before the PIN is derived, and resolved after: see `PinCounter`. When the
     /// reservation cannot be written the PIN is not evaluated at all, so an unwritable store
     /// is no guessing oracle. The cached PIN key is consulted only after the reservation.
-    pub(super) fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<Key> {
+    pub(super) fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<(Key, u64)> {
         let reserve = transact(&*self.backend, |tx| {
             let Some(mut row) = tx.token(slot)? else {
                 return fail(CKR_TOKEN_NOT_RECOGNIZED);
@@ -135,9 +135,9 @@ impl Sealed {
                 );
             })?;
             tx.update_token(&row)?;
-            Ok((wrap, ticket, max))
+            Ok((wrap, ticket, max, row.epoch))
         });
-        let (wrap, ticket, max) = reserve.inspect_err(|e| {
+        let (wrap, ticket, max, epoch) = reserve.inspect_err(|e| {
             if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
                 log::error!(
                     "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
@@ -164,13 +164,13 @@ impl Sealed {
             Ok(locked)
         });
         match (opened, resolved) {
-            (Some(token_key), Ok(_)) => Ok(token_key),
+            (Some(token_key), Ok(_)) => Ok((token_key, epoch)),
             (Some(token_key), Err(_)) => {
                 // The reservation stays counted as a failure: safe, and the PIN was right.
                 log::warn!(
                     "slot {slot}: {owner:?} login succeeded but its attempt is still counted as a failure"
                 );
-                Ok(token_key)
+                Ok((token_key, epoch))
             }
             (None, locked) => {
                 if locked == Ok(true) {

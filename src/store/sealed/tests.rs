@@ -323,6 +323,74 @@ fn re_initialisation_drops_objects_and_the_user_pin() {
     }
 }
 
+/// Two processes on one store, for each backend that can be shared: (A, B).
+fn shared_pairs() -> Vec<(&'static str, Sealed, Sealed, Box<dyn std::any::Any>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = |d: &std::path::Path| Sealed::new(Box::new(SqliteBackend::open(d).unwrap()), kdf(), MAX);
+    let (a, b) = (sqlite(dir.path()), sqlite(dir.path()));
+    let (pa, server) = postgres();
+    let config = crate::config::Config::from_file(&server.1.path().join("ferrohsm.toml")).unwrap();
+    let pb = crate::store::backend::postgres::PostgresBackend::open(&config).unwrap();
+    vec![
+        ("sqlite", a, b, Box::new(dir)),
+        (
+            "postgres",
+            Sealed::new(Box::new(pa), kdf(), MAX),
+            Sealed::new(Box::new(pb), kdf(), MAX),
+            Box::new(server),
+        ),
+    ]
+}
+
+/// A process still holding the token key of a token another process re-initialised may not
+/// seal anything under it: every write that seals is refused and the old key dropped, even
+/// before the token layer notices the new epoch.
+#[test]
+fn a_key_from_before_a_re_initialisation_elsewhere_seals_nothing() {
+    for (name, a, b, _keep) in shared_pairs() {
+        a.init_token(0, SO, &[b'a'; 32], Some(USER)).unwrap();
+        b.login(0, PinOwner::User, USER).unwrap();
+        let old = b.create(0, &[private_key(b"old", b"old")]).unwrap()[0];
+        b.logout(0);
+        b.login(0, PinOwner::So, SO).unwrap();
+        a.init_token(0, SO, &[b'a'; 32], None).unwrap();
+        assert_eq!(
+            rv(b.init_pin(0, b"user-pin-2")),
+            CKR_USER_NOT_LOGGED_IN,
+            "{name}: init_pin"
+        );
+        assert!(b.token_key(0).is_none(), "{name}: the old key is dropped");
+        // Logged in again as the user with the old key: create and update refused alike.
+        a.login(0, PinOwner::So, SO).unwrap();
+        a.init_pin(0, USER).unwrap();
+        b.login(0, PinOwner::User, USER).unwrap();
+        a.logout(0);
+        a.init_token(0, SO, &[b'a'; 32], Some(USER)).unwrap();
+        assert_eq!(
+            rv(b.create(0, &[private_key(b"k", b"l")])),
+            CKR_USER_NOT_LOGGED_IN,
+            "{name}: create"
+        );
+        b.login(0, PinOwner::User, USER).unwrap();
+        let id = b.create(0, &[private_key(b"k", b"l")]).unwrap()[0];
+        a.init_token(0, SO, &[b'a'; 32], Some(USER)).unwrap();
+        assert_eq!(
+            rv(b.update(0, id, &private_key(b"k", b"m"))),
+            CKR_USER_NOT_LOGGED_IN,
+            "{name}: update"
+        );
+        assert_eq!(
+            rv(b.set_pin(0, PinOwner::User, USER, b"other-pin")),
+            CKR_OK,
+            "{name}: set_pin checks the PIN afresh"
+        );
+        // Whatever is in the store opens under the current key: nothing damaged.
+        a.login(0, PinOwner::User, b"other-pin").unwrap();
+        assert!(a.find(0, &Index::default(), true).unwrap().is_empty(), "{name}");
+        assert!(a.load(0, old).unwrap().is_none(), "{name}");
+    }
+}
+
 /// Every file of an SQLite store, concatenated (database, WAL, shared memory).
 fn store_bytes(dir: &std::path::Path) -> Vec<u8> {
     let mut all = vec![];

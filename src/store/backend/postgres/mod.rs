@@ -53,7 +53,7 @@ pub struct PostgresBackend {
 }
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation";
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch";
 
 fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::Error> {
     let pin = |at: usize| -> std::result::Result<PinRow, postgres::Error> {
@@ -74,6 +74,7 @@ fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::
         user: pin(7)?,
         max_failures: r.try_get::<_, i32>(11)? as u32,
         generation: r.try_get::<_, i64>(12)? as u64,
+        epoch: r.try_get::<_, i64>(13)? as u64,
     })
 }
 
@@ -405,7 +406,7 @@ impl Backend for PostgresBackend {
 
 /// Every token row, in slot order (`TOKEN_COLUMNS`).
 const TOKENS_SQL: &str = "SELECT slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation \
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch \
      FROM tokens ORDER BY slot_id";
 
 struct PgTx<'a, 'c> {
@@ -430,7 +431,7 @@ impl PgTx<'_, '_> {
             .map_err(|e| self.backend.db_err("read", &e))
     }
 
-    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 12] {
+    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 13] {
         [
             Box::new(t.slot_id as i64),
             Box::new(t.label.clone()),
@@ -444,6 +445,7 @@ impl PgTx<'_, '_> {
             Box::new(t.user.counter.attempts as i64),
             Box::new(t.user.counter.locked),
             Box::new(t.max_failures as i32),
+            Box::new(t.epoch as i64),
         ]
     }
 }
@@ -478,8 +480,8 @@ impl Tx for PgTx<'_, '_> {
         let args: Vec<&(dyn postgres::types::ToSql + Sync)> = a.iter().map(|b| &**b).collect();
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
             &args,
         )
         .map(|_| ())
@@ -491,7 +493,7 @@ impl Tx for PgTx<'_, '_> {
         self.change(
             "UPDATE tokens SET label = $2, serial = $3, so_wrap = $4, so_failures = $5, so_attempts = $6, \
              so_locked = $7, user_wrap = $8, user_failures = $9, user_attempts = $10, user_locked = $11, \
-             max_failures = $12 WHERE slot_id = $1",
+             max_failures = $12, epoch = $13 WHERE slot_id = $1",
             &args,
         )
         .map(|_| ())

@@ -10,8 +10,10 @@ use postgres::Client;
 pub(super) const WRITE_LOCK: i64 = 0x6665_7272_6f68_736d & i64::MAX;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`; the current version is
-/// their number. Version 1 holds what SQLite's version 2 holds.
-const MIGRATIONS: &[&str] = &["
+/// their number. Version 1 holds what SQLite's version 2 holds, version 2 what its version 3
+/// holds (the token epoch).
+const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE ferrohsm_schema (version INTEGER NOT NULL);
 INSERT INTO ferrohsm_schema VALUES (0);
 CREATE TABLE tokens (
@@ -41,7 +43,11 @@ CREATE TABLE objects (
 );
 CREATE INDEX objects_by_id ON objects(slot_id, key_id);
 CREATE INDEX objects_by_label ON objects(slot_id, label);
-"];
+",
+    "
+ALTER TABLE tokens ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+",
+];
 
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 

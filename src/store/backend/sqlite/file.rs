@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-pub(super) const SCHEMA_VERSION: i64 = 2;
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -56,6 +56,11 @@ ALTER TABLE tokens ADD COLUMN so_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tokens ADD COLUMN user_attempts INTEGER NOT NULL DEFAULT 0;
 ";
 
+/// The epoch of a token (`TokenRow::epoch`), so other processes see a re-initialisation.
+pub(super) const SCHEMA_V3: &str = "
+ALTER TABLE tokens ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+";
+
 /// Brings the schema to `SCHEMA_VERSION`, in one transaction, refusing a newer one.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result<(), String> {
     let bad = |e: rusqlite::Error| {
@@ -89,6 +94,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     }
     if version < 2 {
         tx.execute_batch(SCHEMA_V2).map_err(bad)?;
+    }
+    if version < 3 {
+        tx.execute_batch(SCHEMA_V3).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(bad)?;
@@ -208,6 +216,7 @@ fn create_new(dir: &Path, path: &Path) -> std::result::Result<(), String> {
         let tx = c.transaction()?;
         tx.execute_batch(SCHEMA_V1)?;
         tx.execute_batch(SCHEMA_V2)?;
+        tx.execute_batch(SCHEMA_V3)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         tx.commit()?;
         c.pragma_update(None, "journal_mode", "WAL")?;

@@ -25,7 +25,7 @@ pub struct SqliteBackend {
 }
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation";
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch";
 
 fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
     let pin = |at: usize| -> rusqlite::Result<PinRow> {
@@ -46,6 +46,7 @@ fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
         user: pin(7)?,
         max_failures: r.get(11)?,
         generation: r.get::<_, i64>(12)? as u64,
+        epoch: r.get::<_, i64>(13)? as u64,
     })
 }
 
@@ -279,8 +280,8 @@ impl Tx for SqliteTx<'_> {
     fn insert_token(&mut self, t: &TokenRow) -> Result<()> {
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -293,7 +294,8 @@ impl Tx for SqliteTx<'_> {
                 t.user.counter.failures,
                 t.user.counter.attempts as i64,
                 t.user.counter.locked,
-                t.max_failures
+                t.max_failures,
+                t.epoch as i64
             ],
         )
         .map(|_| ())
@@ -303,7 +305,7 @@ impl Tx for SqliteTx<'_> {
         self.change(
             "UPDATE tokens SET label = ?2, serial = ?3, so_wrap = ?4, so_failures = ?5, so_attempts = ?6, \
              so_locked = ?7, user_wrap = ?8, user_failures = ?9, user_attempts = ?10, user_locked = ?11, \
-             max_failures = ?12 WHERE slot_id = ?1",
+             max_failures = ?12, epoch = ?13 WHERE slot_id = ?1",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -316,7 +318,8 @@ impl Tx for SqliteTx<'_> {
                 t.user.counter.failures,
                 t.user.counter.attempts as i64,
                 t.user.counter.locked,
-                t.max_failures
+                t.max_failures,
+                t.epoch as i64
             ],
         )
         .map(|_| ())

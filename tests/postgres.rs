@@ -1335,7 +1335,10 @@ fn a_url_listing_a_read_only_server_first_writes_to_the_one_that_accepts_writes(
     );
     let tmp = tempfile::tempdir().unwrap();
     let conf = primary.config(tmp.path(), &url, 10, REFRESH_MS);
-    tool(&conf, &["--init-token", "--label", "failover", "--so-pin", SO_PIN]);
+    tool(
+        &conf,
+        &["--init-token", "--label", "failover", "--so-pin", SO_PIN],
+    );
     let tokens = |pg: &Pg| -> i64 {
         let url = format!("{}/{name}", pg_base(pg));
         let mut c = pg.client(&url);

@@ -18,6 +18,7 @@ use zeroize::Zeroizing;
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod ifma;
+pub mod radix;
 pub mod reference;
 pub mod scalar;
 

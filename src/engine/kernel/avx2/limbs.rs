@@ -92,12 +92,20 @@ pub fn reduce_once(x: &mut [u64], m: &[u64], w: u32, scratch: &mut [u64]) {
 }
 
 /// Almost-Montgomery product a·b·2^(−w·L) mod m, below 2m for a, b < 2m and 2^(w·L) ≥ 4m.
-/// `out` has L limbs; at most 80 limbs.
+/// `out` has L limbs. A column takes at most 2L products below 2^(2w) and a carry below
+/// 2^(64−w), so (2L + 1)·2^(2w) ≤ 2^64: up to 127 limbs of 28 bits, 2047 of 26.
 pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, w: u32, out: &mut [u64]) {
     let l = m.len();
-    let mut acc = [0u64; 2 * MAX_SCALAR + 1];
+    assert!((2 * l as u128 + 1) << (2 * w) <= 1u128 << 64);
+    let mut stack = [0u64; 2 * MAX_SCALAR + 1];
+    let mut heap = Vec::new();
+    let acc: &mut [u64] = if l <= MAX_SCALAR {
+        &mut stack
+    } else {
+        heap.resize(2 * l + 1, 0);
+        &mut heap
+    };
     for i in 0..l {
-        // A column takes at most 2L ≤ 160 products below 2^56 and a carry: below 2^64.
         for j in 0..l {
             acc[i + j] = acc[i + j].wrapping_add(a[i].wrapping_mul(b[j]));
         }
@@ -136,32 +144,78 @@ pub fn mul_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) {
     acc.zeroize();
 }
 
-/// 2^(w·L·k) mod m for k = 1, 2, 3, by doubling with a conditional subtraction at every step
-/// (a fixed number of steps: nothing depends on m's value).
-pub fn powers_of_r(m: &[u64], w: u32) -> [Vec<u64>; 3] {
-    let l = m.len();
-    let mut x = vec![0u64; l];
-    x[0] = 1;
-    let mut doubled = vec![0u64; l];
-    let mut scratch = vec![0u64; l];
-    let mut out: [Vec<u64>; 3] = Default::default();
-    for o in out.iter_mut() {
-        for _ in 0..w as usize * l {
-            add_into(&x, &x, w, &mut doubled);
-            reduce_once(&mut doubled, m, w, &mut scratch);
-            x.copy_from_slice(&doubled);
-        }
-        *o = x.clone();
+/// Radix 2^w over m for `kernel::radix`.
+struct Radix<'a> {
+    m: &'a [u64],
+    w: u32,
+    k0: u64,
+}
+
+impl crate::engine::kernel::radix::Layout for Radix<'_> {
+    fn pow2(&self, k: usize, out: &mut [u64]) {
+        out.fill(0);
+        out[k / self.w as usize] = 1 << (k % self.w as usize);
     }
-    x.zeroize();
-    doubled.zeroize();
-    scratch.zeroize();
-    out
+    fn double(&self, x: &mut [u64]) {
+        let mut d = vec![0u64; x.len()];
+        let mut scratch = vec![0u64; x.len()];
+        add_into(x, x, self.w, &mut d);
+        reduce_once(&mut d, self.m, self.w, &mut scratch);
+        x.copy_from_slice(&d);
+        d.zeroize();
+        scratch.zeroize();
+    }
+    fn mont(&self, a: &[u64], b: &[u64], out: &mut [u64]) {
+        let mut scratch = vec![0u64; out.len()];
+        amm_into(a, b, self.m, self.k0, self.w, out);
+        reduce_once(out, self.m, self.w, &mut scratch);
+        scratch.zeroize();
+    }
+}
+
+/// 2^(w·L·k) mod m for k = 1, 2, 3 (`kernel::radix`: steps fixed by w, L and m's size).
+/// `headroom` 2: amm_into holds for 2^(w·L) ≥ 4m.
+pub fn powers_of_r(m: &[u64], w: u32) -> [Vec<u64>; 3] {
+    powers_of_r_with(m, w, 2)
+}
+
+fn powers_of_r_with(m: &[u64], w: u32, headroom: usize) -> [Vec<u64>; 3] {
+    let layout = Radix {
+        m,
+        w,
+        k0: mont_k0(m[0], w),
+    };
+    let bits = crate::engine::kernel::radix::bits(m, w);
+    crate::engine::kernel::radix::powers_of_r(&layout, m.len(), w as usize * m.len(), bits, headroom)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The square-and-double path gives what 3·r doublings give, at every size class.
+    #[test]
+    fn powers_of_r_match_plain_doubling() {
+        for (w, l, bytes) in [
+            (28u32, 10, 32),
+            (28, 37, 128),
+            (27, 39, 128),
+            (26, 80, 256),
+            (28, 20, 67),
+        ] {
+            let mut b = vec![0u8; bytes];
+            getrandom::fill(&mut b).unwrap();
+            b[0] |= 0x80;
+            *b.last_mut().unwrap() |= 1;
+            let mut m = vec![0u64; l];
+            from_be_bytes(&b, w, &mut m);
+            assert_eq!(
+                powers_of_r(&m, w),
+                powers_of_r_with(&m, w, usize::MAX / 2),
+                "w {w} L {l}"
+            );
+        }
+    }
 
     #[test]
     fn helpers_agree_with_each_other() {

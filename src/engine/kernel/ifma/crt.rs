@@ -46,28 +46,48 @@ pub struct CrtKey {
     pub modulus_len: usize,
 }
 
-/// 2^(52·L·k) mod m for k = 1, 2, 3, by doubling with a conditional subtraction each step
-/// (fixed iteration count: no dependence on m's value).
+/// Radix 2^52 over m for `kernel::radix`.
+struct Radix<'a> {
+    m: &'a [u64],
+    k0: u64,
+}
+
+impl crate::engine::kernel::radix::Layout for Radix<'_> {
+    fn pow2(&self, k: usize, out: &mut [u64]) {
+        out.fill(0);
+        out[k / 52] = 1 << (k % 52);
+    }
+    fn double(&self, x: &mut [u64]) {
+        let mut d = vec![0u64; x.len()];
+        r52::add_into(x, x, &mut d);
+        r52::reduce_once_into(&d, self.m, x);
+        d.zeroize();
+    }
+    fn mont(&self, a: &[u64], b: &[u64], out: &mut [u64]) {
+        let mut t = vec![0u64; out.len()];
+        r52::amm_into(a, b, self.m, self.k0, &mut t);
+        r52::reduce_once_into(&t, self.m, out);
+        t.zeroize();
+    }
+}
+
+/// 2^(52·L·k) mod m for k = 1, 2, 3 (`kernel::radix`: steps fixed by L and m's size).
 pub fn powers_of_r_pub(m: &[u64]) -> [Vec<u64>; 3] {
     powers_of_r(m)
 }
 
+/// `headroom` 8: amm holds for R ≥ 256·m (radix52.rs).
 fn powers_of_r(m: &[u64]) -> [Vec<u64>; 3] {
-    let l = m.len();
-    let mut x = vec![0u64; l];
-    x[0] = 1;
-    let mut doubled = vec![0u64; l];
-    let mut out: [Vec<u64>; 3] = Default::default();
-    for o in out.iter_mut() {
-        for _ in 0..52 * l {
-            r52::add_into(&x, &x, &mut doubled);
-            r52::reduce_once_into(&doubled, m, &mut x);
-        }
-        *o = x.clone();
-    }
-    x.zeroize();
-    doubled.zeroize();
-    out
+    powers_of_r_with(m, 8)
+}
+
+fn powers_of_r_with(m: &[u64], headroom: usize) -> [Vec<u64>; 3] {
+    let layout = Radix {
+        m,
+        k0: r52::mont_k0(m[0]),
+    };
+    let bits = crate::engine::kernel::radix::bits(m, 52);
+    crate::engine::kernel::radix::powers_of_r(&layout, m.len(), 52 * m.len(), bits, headroom)
 }
 
 fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
@@ -377,6 +397,27 @@ mod tests {
             let mut sig = private_op_unchecked(kernel, &job).remove(0);
             sig[k / 2] ^= 4;
             assert_eq!(verify_batch(kernel, &job, &[sig]), vec![false]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod radix_tests {
+    /// The square-and-double path gives what 3·r doublings give, at every size class.
+    #[test]
+    fn powers_of_r_match_plain_doubling() {
+        for (l, bytes) in [(10usize, 64usize), (20, 128), (30, 192), (40, 256), (20, 120)] {
+            let mut b = vec![0u8; bytes];
+            getrandom::fill(&mut b).unwrap();
+            b[0] |= 0x80;
+            *b.last_mut().unwrap() |= 1;
+            let mut m = vec![0u64; l];
+            super::r52::from_be_bytes(&b, &mut m);
+            assert_eq!(
+                super::powers_of_r(&m),
+                super::powers_of_r_with(&m, usize::MAX / 2),
+                "L {l}"
+            );
         }
     }
 }

@@ -17,28 +17,76 @@ pub struct Modulus {
     pub rr: Vec<u64>,
 }
 
+/// Radix 2^64 over m for `kernel::radix`.
+struct Radix<'a> {
+    m: &'a [u64],
+    k0: u64,
+}
+
+impl crate::engine::kernel::radix::Layout for Radix<'_> {
+    fn pow2(&self, k: usize, out: &mut [u64]) {
+        out.fill(0);
+        out[k / 64] = 1 << (k % 64);
+    }
+    fn double(&self, x: &mut [u64]) {
+        double_mod(x, self.m);
+    }
+    fn mont(&self, a: &[u64], b: &[u64], out: &mut [u64]) {
+        super::portable::mont_mul(a, b, self.m, self.k0, out);
+    }
+}
+
 impl Modulus {
-    /// The constants of an odd `m` (limbs). R mod m and R² mod m by doubling 1 with one
-    /// conditional subtraction per step: a count fixed by the limb count alone.
+    /// The constants of an odd `m` (limbs): R mod m and R² mod m (`kernel::radix`, steps
+    /// fixed by the limb count and m's size class).
     pub fn new(m: Vec<u64>) -> Modulus {
-        let n = m.len();
-        let mut x = vec![0u64; n];
-        x[0] = 1;
-        let mut r = Vec::new();
-        for k in 0..2 {
-            for _ in 0..64 * n {
-                double_mod(&mut x, &m);
-            }
-            if k == 0 {
-                r = x.clone();
-            }
-        }
+        let k0 = mont_k0(m[0]);
+        let layout = Radix { m: &m, k0 };
+        let bits = crate::engine::kernel::radix::bits(&m, 64);
+        // mont_mul is exact for any odd m below R: no headroom needed.
+        let [r, rr, mut rrr] =
+            crate::engine::kernel::radix::powers_of_r(&layout, m.len(), 64 * m.len(), bits, 0);
+        rrr.zeroize();
+        Modulus { k0, m, r, rr }
+    }
+
+    /// As `new`, by 2·64·L doublings (the check of `new`).
+    #[cfg(test)]
+    fn by_doubling(m: Vec<u64>) -> Modulus {
+        let layout = Radix {
+            m: &m,
+            k0: mont_k0(m[0]),
+        };
+        let [r, rr, _] =
+            crate::engine::kernel::radix::powers_of_r(&layout, m.len(), 64 * m.len(), 64 * m.len(), 1);
         Modulus {
             k0: mont_k0(m[0]),
             m,
             r,
-            rr: x,
+            rr,
         }
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn montgomery_constants_match_plain_doubling() {
+    for (limbs, bytes) in [
+        (2usize, 16usize),
+        (8, 64),
+        (16, 128),
+        (16, 125),
+        (32, 256),
+        (64, 512),
+    ] {
+        let mut b = vec![0u8; bytes];
+        getrandom::fill(&mut b).unwrap();
+        b[0] |= 0x80;
+        *b.last_mut().unwrap() |= 1;
+        let mut m = vec![0u64; limbs];
+        from_be_bytes(&b, &mut m);
+        let (fast, slow) = (Modulus::new(m.clone()), Modulus::by_doubling(m));
+        assert!(fast.r == slow.r && fast.rr == slow.rr, "{limbs} limbs");
     }
 }
 

@@ -295,7 +295,13 @@ pub fn configure(kernel: Option<&str>, force_portable: bool) -> Result<(), Strin
             .collect();
         log::info!("RSA kernels limited to {} by {source}", names.join(", "));
     }
-    self_test();
+    // A power-up self-test: once per process. Its results stay for later initialisations
+    // (it costs about 10 ms, which a signer that initialises per request would pay each
+    // time); the vendor function runs it again on demand.
+    static POWER_UP: std::sync::Once = std::sync::Once::new();
+    POWER_UP.call_once(|| {
+        self_test();
+    });
     Ok(())
 }
 

@@ -26,18 +26,10 @@ fn multi_part(op: &mut CryptOp) -> Result<&mut AesCrypt> {
 
 /// Checks that `obj` is a key of the right kind for `mech` with the `usage` flag set.
 fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_ATTRIBUTE_TYPE) -> Result<()> {
-    let is_rsa_mech = !matches!(
-        mech,
-        Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Digest(_) | Mechanism::Aes(_)
-    );
     let class_ok = obj.attrs.class() == Some(class)
         // Verification and encryption also accept a private key object: it holds the public half.
-        || (class == CKO_PUBLIC_KEY && obj.is_rsa(CKO_PRIVATE_KEY));
-    let type_ok = if is_rsa_mech {
-        obj.attrs.key_type() == Some(CKK_RSA)
-    } else {
-        obj.attrs.key_type() == Some(CKK_AES)
-    };
+        || (class == CKO_PUBLIC_KEY && obj.attrs.class() == Some(CKO_PRIVATE_KEY));
+    let type_ok = mech.key_type().is_some() && obj.attrs.key_type() == mech.key_type();
     if !class_ok || !type_ok {
         return fail_because(
             CKR_KEY_TYPE_INCONSISTENT,
@@ -145,7 +137,7 @@ impl Library {
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
             let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-            s.sign = Some(SignOp::new(mech, obj.prepared_key()?, needs_auth));
+            s.sign = Some(SignOp::new(mech, obj.sign_key()?, needs_auth));
             Ok(())
         })
     }
@@ -186,7 +178,7 @@ impl Library {
             supports(&mech, CKF_VERIFY)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
-            s.verify = Some(VerifyOp::new(mech, obj.public_key()?));
+            s.verify = Some(VerifyOp::new(mech, obj.verify_key()?));
             Ok(())
         })
     }

@@ -849,3 +849,122 @@ unsafe fn find_raw_private(r: &Raw, h: CK_SESSION_HANDLE) -> CK_OBJECT_HANDLE {
         found
     }
 }
+
+/// OpenSC's pkcs11-tool makes EC and Ed25519 keys, signs with them (OpenSSL verifies, with
+/// the SubjectPublicKeyInfo the token gives), and its own `--test --test-ec` passes.
+#[test]
+fn pkcs11_tool_keypairgen_sign_and_test_ec() {
+    let env = TestEnv::new();
+    let tool = |args: &[&str]| -> String {
+        let out = std::process::Command::new("pkcs11-tool")
+            .arg("--module")
+            .arg(module_path())
+            .args(args)
+            .env("FERROHSM_CONF", env.conf())
+            .output()
+            .expect("pkcs11-tool (Debian package opensc) must be installed");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "pkcs11-tool {args:?}:\n{text}");
+        text
+    };
+    tool(&["--init-token", "--label", "tool", "--so-pin", SO_PIN]);
+    tool(&[
+        "--token-label",
+        "tool",
+        "--login",
+        "--login-type",
+        "so",
+        "--so-pin",
+        SO_PIN,
+        "--init-pin",
+        "--pin",
+        USER_PIN,
+    ]);
+    let login = ["--token-label", "tool", "--login", "--pin", USER_PIN];
+    let dir = env.dir.path();
+    std::fs::write(dir.join("data"), b"signed by pkcs11-tool\n").unwrap();
+    let data = dir.join("data");
+    let keys = [
+        ("EC:prime256v1", "01"),
+        ("EC:secp384r1", "02"),
+        ("EC:secp521r1", "03"),
+        ("EC:edwards25519", "04"),
+    ];
+    for (kt, id) in keys {
+        tool(
+            &[
+                &login[..],
+                &["--keypairgen", "--key-type", kt, "--id", id, "--label", kt],
+            ]
+            .concat(),
+        );
+        let sig = dir.join(format!("sig{id}"));
+        let mech: &[&str] = if kt == "EC:edwards25519" {
+            &["-m", "EDDSA"]
+        } else {
+            &["-m", "ECDSA-SHA256", "--signature-format", "openssl"]
+        };
+        tool(
+            &[
+                &login[..],
+                &[
+                    "--sign",
+                    "--id",
+                    id,
+                    "-i",
+                    data.to_str().unwrap(),
+                    "-o",
+                    sig.to_str().unwrap(),
+                ],
+                mech,
+            ]
+            .concat(),
+        );
+    }
+    // OpenSSL verifies each signature with the public key read through the module.
+    let p = load();
+    let slot = *p
+        .get_slots_with_token()
+        .unwrap()
+        .iter()
+        .find(|s| p.get_token_info(**s).unwrap().label() == "tool")
+        .unwrap();
+    let s = user_session(&p, slot);
+    for (kt, id) in keys {
+        let public = find_one(&s, ObjectClass::PUBLIC_KEY, &hex(id));
+        let pem = dir.join(format!("pub{id}.pem"));
+        write_public_pem(&s, public, &pem);
+        let sig = dir.join(format!("sig{id}"));
+        let (pem, sig, data) = (
+            pem.to_str().unwrap(),
+            sig.to_str().unwrap(),
+            data.to_str().unwrap(),
+        );
+        let ok = if kt == "EC:edwards25519" {
+            openssl(&[
+                "pkeyutl", "-verify", "-pubin", "-inkey", pem, "-rawin", "-in", data, "-sigfile", sig,
+            ])
+        } else {
+            openssl(&["dgst", "-sha256", "-verify", pem, "-signature", sig, data])
+        };
+        assert!(ok, "OpenSSL verifies the {kt} signature");
+    }
+    drop(s);
+    p.finalize().unwrap();
+    let out = tool(
+        &[
+            &login[..],
+            &[
+                "--test",
+                "--test-ec",
+                "--allow-sw",
+                "--id",
+                "99",
+                "--key-type",
+                "EC:prime256v1",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(out.contains("No errors") && out.contains("==> OK"), "{out}");
+}

@@ -539,7 +539,7 @@ fn generated_keys_have_the_attributes_of_local_sensitive_keys() {
         "EC keys do not decrypt"
     );
     // The secret scalar is never revealed; the SPKI of both halves is the same public key.
-    assert_eq!(sensitive(&s, private), true);
+    assert!(sensitive(&s, private));
     let spki = get(&s, public, AttributeType::PublicKeyInfo);
     assert_eq!(spki, get(&s, private, AttributeType::PublicKeyInfo));
     let (_, edp) = keypair(&s, &Mechanism::EccEdwardsKeyPairGen, ED25519_OID, b"ed").unwrap();

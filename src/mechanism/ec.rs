@@ -145,9 +145,8 @@ impl PrivateKey {
     /// verifies with its public key (`sign` checks it before release).
     fn pairwise_test(&self) -> Result<()> {
         let probe = [0x5au8; 32];
-        self.sign(&probe).map(|_| ()).map_err(|e| {
+        self.sign(&probe).map(|_| ()).inspect_err(|_| {
             log::error!("EC key generation: the pairwise consistency test failed");
-            e
         })
     }
 

@@ -145,7 +145,7 @@ fn print_table(rows: &[Row]) {
     let mut last_edwards = None;
     for r in rows {
         if last_edwards != Some(r.edwards) {
-            println!("{:>34} {:>9} {:>9} {:>9}", "sign", "verify", "sign/s", "verify/s");
+            println!("{:>38}{:>10}{:>10}{:>10}", "sign", "verify", "sign/s", "verify/s");
             last_edwards = Some(r.edwards);
         }
         println!(

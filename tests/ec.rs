@@ -775,11 +775,10 @@ fn error_paths() {
 
 #[test]
 fn short_output_buffers_follow_the_two_call_rule() {
-    let (_env, p, s) = setup();
-    let (public, private) = ec_keypair(&s, P521_OID, b"short");
+    let (_env, _p, s) = setup();
+    let (public, _private) = ec_keypair(&s, P521_OID, b"short");
     let v = Verifier::new(P521_OID, &raw_point(&s, public));
     let slot = s.get_session_info().unwrap().slot_id().id();
-    let _ = p;
     let r = Raw::load();
     let slot_session = raw_session(&r, slot);
     let hash = Sha512::digest(b"two calls").to_vec();
@@ -803,7 +802,6 @@ fn short_output_buffers_follow_the_two_call_rule() {
         assert_eq!(len, 132);
         assert!(v.verify(&hash, &buf[..132]));
     }
-    let _ = private;
 }
 
 /// A session of the raw API on the token `setup` made, logged in by the cryptoki session.
@@ -967,4 +965,62 @@ fn pkcs11_tool_keypairgen_sign_and_test_ec() {
         .concat(),
     );
     assert!(out.contains("No errors") && out.contains("==> OK"), "{out}");
+}
+
+/// CKM_ECDH1_DERIVE with CKD_NULL: the derived secret equals RustCrypto's x-coordinate of the
+/// shared point (peer point given raw and as DER), truncated to CKA_VALUE_LEN from the left;
+/// bad parameters and a key without CKA_DERIVE are refused.
+#[test]
+fn ecdh1_derive_matches_rustcrypto() {
+    use cryptoki::mechanism::elliptic_curve::{EcKdf, Ecdh1DeriveParams};
+    let (_env, _p, s) = setup();
+    let ours = p256::SecretKey::from_slice(&[0x31; 32]).unwrap();
+    let peer = p256::SecretKey::from_slice(&[0x47; 32]).unwrap();
+    use p256::elliptic_curve::sec1::ToSec1Point;
+    let peer_point = peer.public_key().to_sec1_point(false).as_bytes().to_vec();
+    let expected = p256::ecdh::diffie_hellman(peer.to_nonzero_scalar(), ours.public_key().as_affine());
+    let expected = expected.raw_secret_bytes().to_vec();
+    let base = create(
+        &s,
+        ec_private_template(P256_OID, &ours.to_bytes(), vec![Attribute::Derive(true)]),
+    )
+    .unwrap();
+    let secret = |len: Option<u64>| {
+        let mut t = vec![
+            Attribute::Class(ObjectClass::SECRET_KEY),
+            Attribute::KeyType(KeyType::GENERIC_SECRET),
+            Attribute::Token(false),
+            Attribute::Sensitive(false),
+            Attribute::Extractable(true),
+        ];
+        if let Some(l) = len {
+            t.push(Attribute::ValueLen(l.into()));
+        }
+        t
+    };
+    let mut der = vec![0x04, 65];
+    der.extend(&peer_point);
+    for (point, len) in [(&peer_point, None), (&der, Some(16u64))] {
+        let mech = Mechanism::Ecdh1Derive(Ecdh1DeriveParams::new(EcKdf::null(), point));
+        let k = s.derive_key(&mech, base, &secret(len)).unwrap();
+        let n = len.unwrap_or(32) as usize;
+        assert_eq!(get(&s, k, AttributeType::Value), expected[..n], "{} bytes", n);
+    }
+    let mut off = peer_point.clone();
+    off[20] ^= 1;
+    let mech = Mechanism::Ecdh1Derive(Ecdh1DeriveParams::new(EcKdf::null(), &off));
+    assert_eq!(
+        rv(s.derive_key(&mech, base, &secret(None)).unwrap_err()),
+        RvError::MechanismParamInvalid
+    );
+    let no_derive = create(&s, ec_private_template(P256_OID, &ours.to_bytes(), vec![])).unwrap();
+    let mech = Mechanism::Ecdh1Derive(Ecdh1DeriveParams::new(EcKdf::null(), &peer_point));
+    assert_eq!(
+        rv(s.derive_key(&mech, no_derive, &secret(None)).unwrap_err()),
+        RvError::KeyFunctionNotPermitted
+    );
+    assert_eq!(
+        rv(s.derive_key(&mech, base, &secret(Some(33))).unwrap_err()),
+        RvError::TemplateInconsistent
+    );
 }

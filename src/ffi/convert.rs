@@ -347,6 +347,25 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
         CKM_EC_KEY_PAIR_GEN => Mechanism::EcKeyPairGen,
         CKM_EC_EDWARDS_KEY_PAIR_GEN => Mechanism::EcEdwardsKeyPairGen,
         CKM_ECDSA => Mechanism::Ecdsa(None),
+        CKM_ECDH1_DERIVE => {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(p) = (unsafe { param::<CK_ECDH1_DERIVE_PARAMS>(m) })? else {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_ECDH1_DERIVE needs CK_ECDH1_DERIVE_PARAMS",
+                );
+            };
+            if p.kdf != CKD_NULL || p.ulSharedDataLen != 0 {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_ECDH1_DERIVE: only CKD_NULL without shared data is supported",
+                );
+            }
+            // SAFETY: the caller's contract covers the public data it names.
+            let public_data =
+                unsafe { required_bytes(p.pPublicData as *const u8, p.ulPublicDataLen) }?.to_vec();
+            Mechanism::Ecdh1Derive { public_data }
+        }
         CKM_EDDSA => {
             // SAFETY: the caller's contract covers the parameter.
             if let Some(p) = unsafe { param::<CK_EDDSA_PARAMS>(m) }? {

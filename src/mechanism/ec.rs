@@ -110,15 +110,18 @@ impl PrivateKey {
                 curve.name()
             ))
         };
-        if curve == Curve::Ed25519 {
-            return eddsa::signing_key(value).map(PrivateKey::Ed25519);
-        }
-        let v = pad_scalar(curve, value)?;
+        let v = || pad_scalar(curve, value);
         Ok(match curve {
-            Curve::P256 => PrivateKey::P256(p256::ecdsa::SigningKey::from_slice(&v).map_err(out_of_range)?),
-            Curve::P384 => PrivateKey::P384(p384::ecdsa::SigningKey::from_slice(&v).map_err(out_of_range)?),
-            Curve::P521 => PrivateKey::P521(p521::ecdsa::SigningKey::from_slice(&v).map_err(out_of_range)?),
-            Curve::Ed25519 => unreachable!("handled above"),
+            Curve::P256 => {
+                PrivateKey::P256(p256::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
+            }
+            Curve::P384 => {
+                PrivateKey::P384(p384::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
+            }
+            Curve::P521 => {
+                PrivateKey::P521(p521::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
+            }
+            Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?),
         })
     }
 
@@ -176,6 +179,36 @@ impl PrivateKey {
 
     pub fn signature_len(&self) -> usize {
         self.curve().signature_len()
+    }
+
+    /// ECDH (SEC 1 §3.3.1; the NIST curves have cofactor 1): the x-coordinate of d·Q, the
+    /// value `CKM_ECDH1_DERIVE` with `CKD_NULL` derives from. The peer's point was checked to
+    /// be on the curve when `peer` was made.
+    pub fn ecdh(&self, peer: &PublicKey) -> Result<Zeroizing<Vec<u8>>> {
+        let x = match (self, peer) {
+            (PrivateKey::P256(k), PublicKey::P256(q)) => {
+                p256::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
+                    .raw_secret_bytes()
+                    .to_vec()
+            }
+            (PrivateKey::P384(k), PublicKey::P384(q)) => {
+                p384::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
+                    .raw_secret_bytes()
+                    .to_vec()
+            }
+            (PrivateKey::P521(k), PublicKey::P521(q)) => {
+                p521::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
+                    .raw_secret_bytes()
+                    .to_vec()
+            }
+            _ => {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_ECDH1_DERIVE: the public data is not a point of the base key's curve",
+                )
+            }
+        };
+        Ok(Zeroizing::new(x))
     }
 
     /// The signature of `input`: for ECDSA the hash (any length, bits2int'ed), for Ed25519

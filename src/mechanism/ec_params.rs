@@ -120,7 +120,8 @@ impl Curve {
     }
 }
 
-/// A DER length prefix.
+/// A DER length prefix, for contents below 64 KiB (the largest here, a P-521 SPKI, is 158
+/// bytes).
 fn der_len(n: usize, out: &mut Vec<u8>) {
     match n {
         0..=0x7f => out.push(n as u8),

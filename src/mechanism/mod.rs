@@ -58,6 +58,11 @@ pub enum Mechanism {
     Ecdsa(Option<HashAlg>),
     /// `CKM_EDDSA`, pure Ed25519 (other schemes are refused when the parameter is read).
     EdDsa,
+    /// `CKM_ECDH1_DERIVE` with `CKD_NULL` and no shared data; the peer's public data as given
+    /// (a raw or DER point).
+    Ecdh1Derive {
+        public_data: Vec<u8>,
+    },
 }
 
 impl Mechanism {
@@ -81,6 +86,7 @@ impl Mechanism {
             Mechanism::Ecdsa(None) => CKM_ECDSA,
             Mechanism::Ecdsa(Some(h)) => hash_ecdsa_mechanism(*h).unwrap_or(CKM_ECDSA),
             Mechanism::EdDsa => CKM_EDDSA,
+            Mechanism::Ecdh1Derive { .. } => CKM_ECDH1_DERIVE,
         }
     }
 
@@ -92,7 +98,7 @@ impl Mechanism {
                 Some(CKK_AES)
             }
             Mechanism::GenericSecretKeyGen => Some(CKK_GENERIC_SECRET),
-            Mechanism::EcKeyPairGen | Mechanism::Ecdsa(_) => Some(CKK_EC),
+            Mechanism::EcKeyPairGen | Mechanism::Ecdsa(_) | Mechanism::Ecdh1Derive { .. } => Some(CKK_EC),
             Mechanism::EcEdwardsKeyPairGen | Mechanism::EdDsa => Some(CKK_EC_EDWARDS),
             _ => Some(CKK_RSA),
         }
@@ -257,6 +263,7 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     for (m, _) in HASH_ECDSA {
         v.push((*m, info(EC_MIN_BITS, EC_MAX_BITS, sign | ec)));
     }
+    v.push((CKM_ECDH1_DERIVE, info(EC_MIN_BITS, EC_MAX_BITS, CKF_DERIVE | ec)));
     let ed = CKF_EC_OID | CKF_EC_CURVENAME;
     v.push((
         CKM_EC_EDWARDS_KEY_PAIR_GEN,

@@ -631,3 +631,208 @@ fn bench_compares_modules_including_softhsm() {
     }
     assert!(lines[0].contains("\"ratio\":1.00"), "{}", lines[0]);
 }
+
+/// EC keys in every encoding `import` reads (PKCS#8 and SEC1, PEM and DER; Ed25519 in
+/// PKCS#8), made by OpenSSL; each imported key signs through the module and OpenSSL verifies
+/// the signature with the public key of the file it came from. `list-objects` names the curve.
+#[test]
+fn import_ec_keys_sign_verified_with_the_original_public_key() {
+    use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
+    use cryptoki::mechanism::Mechanism;
+    use cryptoki::object::ObjectClass;
+    let env = TestEnv::new();
+    ok(
+        &env,
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            "ec",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
+    );
+    let dir = env.dir.path();
+    let path = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    assert!(openssl(&[
+        "genpkey",
+        "-algorithm",
+        "EC",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-out",
+        &path("p256.pem")
+    ]));
+    assert!(openssl(&[
+        "ec",
+        "-in",
+        &path("p256.pem"),
+        "-outform",
+        "DER",
+        "-out",
+        &path("p256.sec1.der")
+    ]));
+    assert!(openssl(&[
+        "ec",
+        "-in",
+        &path("p256.pem"),
+        "-out",
+        &path("p256.sec1.pem")
+    ]));
+    assert!(openssl(&[
+        "genpkey",
+        "-algorithm",
+        "EC",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-521",
+        "-outform",
+        "DER",
+        "-out",
+        &path("p521.der")
+    ]));
+    assert!(openssl(&[
+        "genpkey",
+        "-algorithm",
+        "ed25519",
+        "-out",
+        &path("ed.pem")
+    ]));
+    let files = [
+        ("01", "p256.pem"),
+        ("02", "p256.sec1.der"),
+        ("03", "p256.sec1.pem"),
+        ("04", "p521.der"),
+        ("05", "ed.pem"),
+    ];
+    for (id, f) in files {
+        let out = ok(
+            &env,
+            &[
+                "import",
+                "--token",
+                "ec",
+                "--id",
+                id,
+                "--label",
+                f,
+                "--pin",
+                USER_PIN,
+                &path(f),
+            ],
+        );
+        assert!(out.contains("key pair has been imported"), "{out}");
+    }
+    let list = ok(&env, &["list-objects", "--token", "ec", "--pin", USER_PIN]);
+    for want in [
+        "CKK_EC prime256v1\tid=01",
+        "CKK_EC secp521r1\tid=04",
+        "CKK_EC_EDWARDS edwards25519\tid=05",
+    ] {
+        assert!(list.contains(want), "{want} in\n{list}");
+    }
+    std::fs::write(dir.join("data"), b"imported EC key\n").unwrap();
+    let p = load();
+    let slot = *p
+        .get_slots_with_token()
+        .unwrap()
+        .iter()
+        .find(|s| p.get_token_info(**s).unwrap().label() == "ec")
+        .unwrap();
+    let s = user_session(&p, slot);
+    for (id, f) in files {
+        let key = find_one(&s, ObjectClass::PRIVATE_KEY, &[id.parse::<u8>().unwrap()]);
+        let inform = if f.ends_with(".der") { "DER" } else { "PEM" };
+        assert!(openssl(&[
+            "pkey",
+            "-inform",
+            inform,
+            "-in",
+            &path(f),
+            "-pubout",
+            "-out",
+            &path("pub.pem")
+        ]));
+        let data = std::fs::read(dir.join("data")).unwrap();
+        let ok = if f == "ed.pem" {
+            let mech = Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure));
+            std::fs::write(dir.join("sig"), s.sign(&mech, key, &data).unwrap()).unwrap();
+            openssl(&[
+                "pkeyutl",
+                "-verify",
+                "-pubin",
+                "-inkey",
+                &path("pub.pem"),
+                "-rawin",
+                "-in",
+                &path("data"),
+                "-sigfile",
+                &path("sig"),
+            ])
+        } else {
+            let sig = s.sign(&Mechanism::EcdsaSha256, key, &data).unwrap();
+            std::fs::write(dir.join("sig"), ecdsa_der(&sig)).unwrap();
+            openssl(&[
+                "dgst",
+                "-sha256",
+                "-verify",
+                &path("pub.pem"),
+                "-signature",
+                &path("sig"),
+                &path("data"),
+            ])
+        };
+        assert!(ok, "{f}: OpenSSL verifies with the file's own public key");
+    }
+}
+
+/// r || s as DER ECDSA-Sig-Value.
+fn ecdsa_der(sig: &[u8]) -> Vec<u8> {
+    let int = |v: &[u8]| {
+        let first = v.iter().position(|&b| b != 0).unwrap_or(v.len() - 1);
+        let mut body = v[first..].to_vec();
+        if body[0] & 0x80 != 0 {
+            body.insert(0, 0);
+        }
+        [vec![0x02, body.len() as u8], body].concat()
+    };
+    let (r, s) = sig.split_at(sig.len() / 2);
+    let body = [int(r), int(s)].concat();
+    let len = if body.len() >= 0x80 {
+        vec![0x81, body.len() as u8]
+    } else {
+        vec![body.len() as u8]
+    };
+    [vec![0x30], len, body].concat()
+}
+
+#[test]
+fn speed_prints_an_ecdsa_and_eddsa_table() {
+    let env = TestEnv::new();
+    let out = ok(
+        &env,
+        &[
+            "speed",
+            "--sizes",
+            "1024",
+            "--seconds",
+            "0.1",
+            "--threads",
+            "2",
+            "--curves",
+            "p256,ed25519",
+        ],
+    );
+    for label in [" 256 bits ecdsa (nistp256)", " 253 bits EdDSA (Ed25519)"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("{label} in\n{out}"));
+        let f: Vec<&str> = row.split_whitespace().collect();
+        let (sign, verify): (f64, f64) = (f[f.len() - 2].parse().unwrap(), f[f.len() - 1].parse().unwrap());
+        assert!(sign > 0.0 && verify > 0.0, "{row}");
+    }
+    assert!(!out.contains("nistp384"), "only the curves asked for: {out}");
+    fails(&env, &["speed", "--curves", "p999"], "unknown curve");
+}

@@ -608,3 +608,121 @@ fn mechanism_wrap(kek: &[u8; 32], key: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; key.len().div_ceil(8) * 8 + 8];
     kw.wrap_key(key, &mut out).unwrap().to_vec()
 }
+
+/// SoftHSM EC keys (P-256, P-384 by pkcs11-tool; Ed25519) migrate: ferrohsm signs with each
+/// migrated private key and the signature verifies with the public point SoftHSM itself
+/// reports (RustCrypto / ed25519-dalek), and the point comes back in the same DER form.
+#[test]
+fn softhsm_ec_keys_migrate_and_sign() {
+    use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
+    use cryptoki::mechanism::Mechanism;
+    use p256::ecdsa::signature::hazmat::PrehashVerifier;
+    use sha2::{Digest, Sha256};
+    let (env, _dir, tokendir, conf) = softhsm_home();
+    let f = Fixture { env, conf, tokendir };
+    run(Command::new("softhsm2-util")
+        .args([
+            "--init-token",
+            "--free",
+            "--label",
+            "ecsoft",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ])
+        .env("SOFTHSM2_CONF", &f.conf));
+    let keys = [
+        ("EC:prime256v1", "e1"),
+        ("EC:secp384r1", "e2"),
+        ("EC:edwards25519", "e3"),
+    ];
+    for (kt, id) in keys {
+        run(Command::new("pkcs11-tool")
+            .args([
+                "--module",
+                SOFTHSM,
+                "--token-label",
+                "ecsoft",
+                "--login",
+                "--pin",
+                USER_PIN,
+            ])
+            .args(["--keypairgen", "--key-type", kt, "--id", id, "--label", kt])
+            .env("SOFTHSM2_CONF", &f.conf));
+    }
+    let out = util(
+        &f,
+        &[
+            "migrate-softhsm",
+            "--conf",
+            f.conf.to_str().unwrap(),
+            "--token",
+            "ecsoft",
+            "--pin",
+            USER_PIN,
+            "--so-pin",
+            SO_PIN,
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("3 EC private keys signed and verified"), "{text}");
+
+    std::env::set_var("SOFTHSM2_CONF", &f.conf);
+    let (_sp, soft) = open(Path::new(SOFTHSM), "ecsoft");
+    let (_fp, fh) = open(&module_path(), "ecsoft");
+    let hash = Sha256::digest(b"after migration").to_vec();
+    for (kt, id) in keys {
+        let id = vec![u8::from_str_radix(&id[..2], 16).unwrap()];
+        let point = |s: &cryptoki::session::Session| {
+            let h = s
+                .find_objects(&[
+                    Attribute::Class(ObjectClass::PUBLIC_KEY),
+                    Attribute::Id(id.clone()),
+                ])
+                .unwrap()[0];
+            match &s.get_attributes(h, &[AttributeType::EcPoint]).unwrap()[0] {
+                Attribute::EcPoint(p) => p.clone(),
+                _ => panic!(),
+            }
+        };
+        let soft_point = point(&soft);
+        assert_eq!(point(&fh), soft_point, "{kt}: the same DER point");
+        let raw = &soft_point[2..];
+        let private = fh
+            .find_objects(&[
+                Attribute::Class(ObjectClass::PRIVATE_KEY),
+                Attribute::Id(id.clone()),
+            ])
+            .unwrap()[0];
+        match kt {
+            "EC:edwards25519" => {
+                let mech = Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure));
+                let sig = fh.sign(&mech, private, b"after migration").unwrap();
+                let vk = ed25519_dalek::VerifyingKey::from_bytes(raw.try_into().unwrap()).unwrap();
+                vk.verify_strict(
+                    b"after migration",
+                    &ed25519_dalek::Signature::from_slice(&sig).unwrap(),
+                )
+                .unwrap();
+            }
+            "EC:prime256v1" => {
+                let sig = fh.sign(&Mechanism::Ecdsa, private, &hash).unwrap();
+                let vk = p256::ecdsa::VerifyingKey::from_sec1_bytes(raw).unwrap();
+                vk.verify_prehash(&hash, &p256::ecdsa::Signature::from_slice(&sig).unwrap())
+                    .unwrap();
+            }
+            _ => {
+                let sig = fh.sign(&Mechanism::Ecdsa, private, &hash).unwrap();
+                let vk = p384::ecdsa::VerifyingKey::from_sec1_bytes(raw).unwrap();
+                vk.verify_prehash(&hash, &p384::ecdsa::Signature::from_slice(&sig).unwrap())
+                    .unwrap();
+            }
+        }
+    }
+}

@@ -344,6 +344,35 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
         CKM_RSA_PKCS => Mechanism::RsaPkcs,
         CKM_RSA_X_509 => Mechanism::RsaX509,
         CKM_AES_KEY_GEN => Mechanism::AesKeyGen,
+        CKM_EC_KEY_PAIR_GEN => Mechanism::EcKeyPairGen,
+        CKM_EC_EDWARDS_KEY_PAIR_GEN => Mechanism::EcEdwardsKeyPairGen,
+        CKM_ECDSA => Mechanism::Ecdsa(None),
+        CKM_ECDH1_DERIVE => {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(p) = (unsafe { param::<CK_ECDH1_DERIVE_PARAMS>(m) })? else {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_ECDH1_DERIVE needs CK_ECDH1_DERIVE_PARAMS",
+                );
+            };
+            if p.kdf != CKD_NULL || p.ulSharedDataLen != 0 {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_ECDH1_DERIVE: only CKD_NULL without shared data is supported",
+                );
+            }
+            // SAFETY: the caller's contract covers the public data it names.
+            let public_data =
+                unsafe { required_bytes(p.pPublicData as *const u8, p.ulPublicDataLen) }?.to_vec();
+            Mechanism::Ecdh1Derive { public_data }
+        }
+        CKM_EDDSA => {
+            // SAFETY: the caller's contract covers the parameter.
+            if let Some(p) = unsafe { param::<CK_EDDSA_PARAMS>(m) }? {
+                mechanism::eddsa::check_params(p.phFlag != 0, p.ulContextDataLen as usize)?;
+            }
+            Mechanism::EdDsa
+        }
         CKM_GENERIC_SECRET_KEY_GEN => Mechanism::GenericSecretKeyGen,
         CKM_AES_KEY_WRAP | CKM_AES_KEY_WRAP_PAD => {
             if m.ulParameterLen != 0 {
@@ -392,6 +421,8 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
         _ => {
             if let Some(h) = HashAlg::from_digest_mechanism(t) {
                 Mechanism::Digest(h)
+            } else if let Some(h) = mechanism::hash_of_ecdsa_mechanism(t) {
+                Mechanism::Ecdsa(Some(h))
             } else if let Some(h) = mechanism::hash_of_pkcs_mechanism(t) {
                 // Parameters are ignored: PowerDNS and others pass junk here.
                 Mechanism::HashRsaPkcs(h)

@@ -258,3 +258,20 @@ ck_fn!(
         Ok(())
     }
 );
+
+ck_fn!(
+    fn C_DeriveKey(
+        session: CK_SESSION_HANDLE,
+        mech: *mut CK_MECHANISM,
+        base: CK_OBJECT_HANDLE,
+        tmpl: *mut CK_ATTRIBUTE,
+        count: CK_ULONG,
+        key: *mut CK_OBJECT_HANDLE,
+    ) {
+        let l = lib()?;
+        // SAFETY: the caller's output handle, mechanism and template (see above).
+        let (key, m, tmpl) = unsafe { (out(key)?, mechanism(mech)?, template(tmpl, count)?) };
+        *key = l.0.derive_key(session, m, base, tmpl)?;
+        Ok(())
+    }
+);

@@ -98,20 +98,6 @@ ck_fn!(
 );
 
 ck_fn!(
-    fn C_DeriveKey(
-        _a1: CK_SESSION_HANDLE,
-        _a2: *mut CK_MECHANISM,
-        _a3: CK_OBJECT_HANDLE,
-        _a4: *mut CK_ATTRIBUTE,
-        _a5: CK_ULONG,
-        _a6: *mut CK_OBJECT_HANDLE,
-    ) {
-        lib()?;
-        fail(CKR_FUNCTION_NOT_SUPPORTED)
-    }
-);
-
-ck_fn!(
     fn C_MessageEncryptInit(_a1: CK_SESSION_HANDLE, _a2: *mut CK_MECHANISM, _a3: CK_OBJECT_HANDLE) {
         lib()?;
         fail(CKR_FUNCTION_NOT_SUPPORTED)

@@ -1,8 +1,12 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
-//! Rust values, and the RSA schemes built on the engine. No C pointers here.
+//! Rust values, the RSA schemes built on the engine, and the elliptic-curve ones (`ec`,
+//! `eddsa`, encodings in `ec_params`). No C pointers here.
 
 pub mod aes;
 pub mod aes_modes;
+pub mod ec;
+pub mod ec_params;
+pub mod eddsa;
 pub mod hash;
 pub mod rsa;
 pub mod rsa_pad;
@@ -48,6 +52,17 @@ pub enum Mechanism {
     AesKeyWrapPad,
     /// `CKM_AES_ECB`, `_CBC`, `_CBC_PAD`, `_CTR`, `_GCM` with their parameters.
     Aes(AesMode),
+    EcKeyPairGen,
+    EcEdwardsKeyPairGen,
+    /// `CKM_ECDSA` (prehash `None`, input is the hash) or `CKM_ECDSA_SHAx`.
+    Ecdsa(Option<HashAlg>),
+    /// `CKM_EDDSA`, pure Ed25519 (other schemes are refused when the parameter is read).
+    EdDsa,
+    /// `CKM_ECDH1_DERIVE` with `CKD_NULL` and no shared data; the peer's public data as given
+    /// (a raw or DER point).
+    Ecdh1Derive {
+        public_data: Vec<u8>,
+    },
 }
 
 impl Mechanism {
@@ -66,9 +81,60 @@ impl Mechanism {
             Mechanism::AesKeyWrap => CKM_AES_KEY_WRAP,
             Mechanism::AesKeyWrapPad => CKM_AES_KEY_WRAP_PAD,
             Mechanism::Aes(mode) => mode.mechanism_type(),
+            Mechanism::EcKeyPairGen => CKM_EC_KEY_PAIR_GEN,
+            Mechanism::EcEdwardsKeyPairGen => CKM_EC_EDWARDS_KEY_PAIR_GEN,
+            Mechanism::Ecdsa(None) => CKM_ECDSA,
+            Mechanism::Ecdsa(Some(h)) => hash_ecdsa_mechanism(*h).unwrap_or(CKM_ECDSA),
+            Mechanism::EdDsa => CKM_EDDSA,
+            Mechanism::Ecdh1Derive { .. } => CKM_ECDH1_DERIVE,
+        }
+    }
+
+    /// The key type the mechanism works with; `None` for digests.
+    pub fn key_type(&self) -> Option<CK_KEY_TYPE> {
+        match self {
+            Mechanism::Digest(_) => None,
+            Mechanism::AesKeyGen | Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Aes(_) => {
+                Some(CKK_AES)
+            }
+            Mechanism::GenericSecretKeyGen => Some(CKK_GENERIC_SECRET),
+            Mechanism::EcKeyPairGen | Mechanism::Ecdsa(_) | Mechanism::Ecdh1Derive { .. } => Some(CKK_EC),
+            Mechanism::EcEdwardsKeyPairGen | Mechanism::EdDsa => Some(CKK_EC_EDWARDS),
+            _ => Some(CKK_RSA),
+        }
+    }
+
+    /// The hash a mechanism applies to the data before signing (hash-and-sign mechanisms).
+    pub fn prehash(&self) -> Option<HashAlg> {
+        match self {
+            Mechanism::Ecdsa(h) => *h,
+            m => rsa::prehash(m),
         }
     }
 }
+
+/// The hash-and-sign ECDSA mechanism of each hash, and back.
+const HASH_ECDSA: &[(CK_MECHANISM_TYPE, HashAlg)] = &[
+    (CKM_ECDSA_SHA1, HashAlg::Sha1),
+    (CKM_ECDSA_SHA224, HashAlg::Sha224),
+    (CKM_ECDSA_SHA256, HashAlg::Sha256),
+    (CKM_ECDSA_SHA384, HashAlg::Sha384),
+    (CKM_ECDSA_SHA512, HashAlg::Sha512),
+];
+
+pub fn hash_of_ecdsa_mechanism(m: CK_MECHANISM_TYPE) -> Option<HashAlg> {
+    HASH_ECDSA.iter().find(|(t, _)| *t == m).map(|(_, h)| *h)
+}
+
+fn hash_ecdsa_mechanism(h: HashAlg) -> Option<CK_MECHANISM_TYPE> {
+    HASH_ECDSA.iter().find(|(_, x)| *x == h).map(|(t, _)| *t)
+}
+
+/// Smallest and largest EC key the token has, as `C_GetMechanismInfo` counts: field bits.
+pub const EC_MIN_BITS: CK_ULONG = 256;
+pub const EC_MAX_BITS: CK_ULONG = 521;
+/// Ed25519's field is 2^255 - 19.
+pub const ED25519_BITS: CK_ULONG = 255;
 
 pub fn digest_mechanism(h: HashAlg) -> CK_MECHANISM_TYPE {
     match h {
@@ -187,6 +253,23 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     ] {
         v.push((m, info(16, 32, crypt)));
     }
+    // Prime-field curves, named by OID or by name, points uncompressed (PKCS#11 3.0 §2.3.1).
+    let ec = CKF_EC_F_P | CKF_EC_OID | CKF_EC_CURVENAME | CKF_EC_UNCOMPRESS;
+    v.push((
+        CKM_EC_KEY_PAIR_GEN,
+        info(EC_MIN_BITS, EC_MAX_BITS, CKF_GENERATE_KEY_PAIR | ec),
+    ));
+    v.push((CKM_ECDSA, info(EC_MIN_BITS, EC_MAX_BITS, sign | ec)));
+    for (m, _) in HASH_ECDSA {
+        v.push((*m, info(EC_MIN_BITS, EC_MAX_BITS, sign | ec)));
+    }
+    v.push((CKM_ECDH1_DERIVE, info(EC_MIN_BITS, EC_MAX_BITS, CKF_DERIVE | ec)));
+    let ed = CKF_EC_OID | CKF_EC_CURVENAME;
+    v.push((
+        CKM_EC_EDWARDS_KEY_PAIR_GEN,
+        info(ED25519_BITS, ED25519_BITS, CKF_GENERATE_KEY_PAIR | ed),
+    ));
+    v.push((CKM_EDDSA, info(ED25519_BITS, ED25519_BITS, sign | ed)));
     v
 }
 

@@ -9,7 +9,7 @@ use super::policy;
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::aes_modes::AesCrypt;
-use crate::mechanism::{self, rsa, Mechanism};
+use crate::mechanism::{self, ec, ec_params, rsa, Mechanism};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
@@ -26,18 +26,10 @@ fn multi_part(op: &mut CryptOp) -> Result<&mut AesCrypt> {
 
 /// Checks that `obj` is a key of the right kind for `mech` with the `usage` flag set.
 fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_ATTRIBUTE_TYPE) -> Result<()> {
-    let is_rsa_mech = !matches!(
-        mech,
-        Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Digest(_) | Mechanism::Aes(_)
-    );
     let class_ok = obj.attrs.class() == Some(class)
         // Verification and encryption also accept a private key object: it holds the public half.
-        || (class == CKO_PUBLIC_KEY && obj.is_rsa(CKO_PRIVATE_KEY));
-    let type_ok = if is_rsa_mech {
-        obj.attrs.key_type() == Some(CKK_RSA)
-    } else {
-        obj.attrs.key_type() == Some(CKK_AES)
-    };
+        || (class == CKO_PUBLIC_KEY && obj.attrs.class() == Some(CKO_PRIVATE_KEY));
+    let type_ok = mech.key_type().is_some() && obj.attrs.key_type() == mech.key_type();
     if !class_ok || !type_ok {
         return fail_because(
             CKR_KEY_TYPE_INCONSISTENT,
@@ -145,7 +137,7 @@ impl Library {
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
             let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-            s.sign = Some(SignOp::new(mech, obj.prepared_key()?, needs_auth));
+            s.sign = Some(SignOp::new(mech, obj.sign_key()?, needs_auth));
             Ok(())
         })
     }
@@ -186,7 +178,7 @@ impl Library {
             supports(&mech, CKF_VERIFY)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
-            s.verify = Some(VerifyOp::new(mech, obj.public_key()?));
+            s.verify = Some(VerifyOp::new(mech, obj.verify_key()?));
             Ok(())
         })
     }
@@ -525,6 +517,55 @@ impl Library {
             };
             let template = policy::unwrap_template(&unwrapper.attrs, template)?;
             self.add_unwrapped(s, template, value.to_vec())
+        })
+    }
+
+    /// `C_DeriveKey` with `CKM_ECDH1_DERIVE` (`CKD_NULL`): a secret key whose value is the
+    /// shared x-coordinate, or its leftmost `CKA_VALUE_LEN` bytes. The peer's point is checked
+    /// to be on the base key's curve first (no invalid-curve attack reaches the scalar).
+    pub fn derive_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: Mechanism,
+        base: CK_OBJECT_HANDLE,
+        template: Template,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let Mechanism::Ecdh1Derive { public_data } = &mech else {
+            return fail(CKR_MECHANISM_INVALID);
+        };
+        self.with_session(h, |s| {
+            supports(&mech, CKF_DERIVE)?;
+            let obj = s.token.object(base).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
+            check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_DERIVE)?;
+            let key = obj.ec_private_key()?;
+            let curve = key.curve();
+            let bad_point = |_| Error(CKR_MECHANISM_PARAM_INVALID);
+            let raw = ec_params::unwrap_point(curve, public_data).map_err(bad_point)?;
+            let peer = ec::PublicKey::from_point(curve, &raw).map_err(bad_point)?;
+            let secret = key.ecdh(&peer)?;
+            let mut t = template.into_attributes();
+            let len = match t.remove(CKA_VALUE_LEN) {
+                Some(v) => match <[u8; std::mem::size_of::<CK_ULONG>()]>::try_from(v.as_slice()) {
+                    Ok(b) => CK_ULONG::from_ne_bytes(b) as usize,
+                    Err(_) => return fail(CKR_ATTRIBUTE_VALUE_INVALID),
+                },
+                None => secret.len(),
+            };
+            if len == 0 || len > secret.len() {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    format!("CKA_VALUE_LEN {len}: the shared secret is {} bytes", secret.len()),
+                );
+            }
+            if t.class().is_some_and(|c| c != CKO_SECRET_KEY) {
+                return fail_because(CKR_TEMPLATE_INCONSISTENT, "ECDH derives secret keys only");
+            }
+            t.set_ulong(CKA_CLASS, CKO_SECRET_KEY);
+            if t.key_type().is_none() {
+                t.set_ulong(CKA_KEY_TYPE, CKK_GENERIC_SECRET);
+            }
+            let template = Template::parse(t.iter().map(|(t, v)| (t, v.to_vec())))?;
+            self.add_unwrapped(s, template, secret[..len].to_vec())
         })
     }
 }

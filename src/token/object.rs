@@ -2,8 +2,11 @@
 //! material, made on first use and dropped with the object.
 
 use super::attributes::Attributes;
+use super::operation::{SignKey, VerifyKey};
 use crate::engine::{self, KeyComponents, PreparedKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
+use crate::mechanism::ec;
+use crate::mechanism::ec_params::{self, Curve};
 use cryptoki_sys::*;
 use once_cell::sync::OnceCell;
 use std::sync::Arc;
@@ -16,6 +19,8 @@ pub struct Object {
     pub owner: Option<CK_SESSION_HANDLE>,
     prepared: OnceCell<Arc<PreparedKey>>,
     public: OnceCell<Arc<PublicKey>>,
+    ec_private: OnceCell<Arc<ec::PrivateKey>>,
+    ec_public: OnceCell<Arc<ec::PublicKey>>,
 }
 
 impl Object {
@@ -26,11 +31,63 @@ impl Object {
             owner,
             prepared: OnceCell::new(),
             public: OnceCell::new(),
+            ec_private: OnceCell::new(),
+            ec_public: OnceCell::new(),
         }
     }
 
     pub fn is_rsa(&self, class: CK_OBJECT_CLASS) -> bool {
         self.attrs.class() == Some(class) && self.attrs.key_type() == Some(CKK_RSA)
+    }
+
+    fn is_ec(&self) -> bool {
+        matches!(self.attrs.key_type(), Some(CKK_EC | CKK_EC_EDWARDS))
+    }
+
+    /// The private key a signing operation uses, RSA or EC.
+    pub fn sign_key(&self) -> Result<SignKey> {
+        if self.is_ec() {
+            return self.ec_private_key().map(SignKey::Ec);
+        }
+        self.prepared_key().map(SignKey::Rsa)
+    }
+
+    /// The public key a verification uses (from a public or a private key object).
+    pub fn verify_key(&self) -> Result<VerifyKey> {
+        if self.is_ec() {
+            return self.ec_public_key().map(VerifyKey::Ec);
+        }
+        self.public_key().map(VerifyKey::Rsa)
+    }
+
+    /// The EC private key, prepared once per object (checked when the object was made).
+    pub fn ec_private_key(&self) -> Result<Arc<ec::PrivateKey>> {
+        self.ec_private
+            .get_or_try_init(|| {
+                ec_private(&self.attrs).map(Arc::new).map_err(|_| {
+                    log::error!("object {}: EC private key unusable", self.handle);
+                    Error(CKR_KEY_HANDLE_INVALID)
+                })
+            })
+            .cloned()
+    }
+
+    /// The EC public key, from `CKA_EC_POINT` (public objects; private ones carry it too).
+    pub fn ec_public_key(&self) -> Result<Arc<ec::PublicKey>> {
+        self.ec_public
+            .get_or_try_init(|| {
+                let key = match self.attrs.class() {
+                    Some(CKO_PRIVATE_KEY) if !self.attrs.contains(CKA_EC_POINT) => {
+                        ec_private(&self.attrs).map(|k| k.public())
+                    }
+                    _ => ec_public(&self.attrs),
+                };
+                key.map(Arc::new).map_err(|_| {
+                    log::error!("object {}: EC public key unusable", self.handle);
+                    Error(CKR_KEY_HANDLE_INVALID)
+                })
+            })
+            .cloned()
     }
 
     /// The private key in engine form, prepared once per object.
@@ -85,10 +142,74 @@ pub fn rsa_components(a: &Attributes) -> KeyComponents {
     }
 }
 
+/// The curve of an EC key's `CKA_EC_PARAMS`, which must suit its key type.
+pub fn ec_curve(a: &Attributes) -> Result<Curve> {
+    let curve = ec_params::parse_ec_params(a.get(CKA_EC_PARAMS).unwrap_or(&[]))?;
+    if Some(curve.key_type()) != a.key_type() {
+        return fail_because(
+            CKR_CURVE_NOT_SUPPORTED,
+            format!(
+                "curve {} is not one for key type 0x{:x}",
+                curve.name(),
+                a.key_type().unwrap_or(CK_UNAVAILABLE_INFORMATION)
+            ),
+        );
+    }
+    Ok(curve)
+}
+
+fn ec_private(a: &Attributes) -> Result<ec::PrivateKey> {
+    ec::PrivateKey::from_value(ec_curve(a)?, a.get(CKA_VALUE).unwrap_or(&[]))
+}
+
+fn ec_public(a: &Attributes) -> Result<ec::PublicKey> {
+    let curve = ec_curve(a)?;
+    let raw = ec_params::unwrap_point(curve, a.get(CKA_EC_POINT).unwrap_or(&[]))?;
+    ec::PublicKey::from_point(curve, &raw)
+}
+
+/// Checks an EC key's material and normalises it: `CKA_EC_PARAMS` to the curve's OID,
+/// `CKA_EC_POINT` to the DER OCTET STRING of the uncompressed point (a private key gets the
+/// point of its scalar, which must equal a point given with it), a private `CKA_VALUE` to the
+/// order's length; `CKA_PUBLIC_KEY_INFO` from the point.
+fn derive_ec_attributes(a: &mut Attributes, class: CK_OBJECT_CLASS) -> Result<()> {
+    let curve = ec_curve(a)?;
+    let given = match a.get(CKA_EC_POINT) {
+        Some(_) => Some(ec_public(a)?),
+        None => None,
+    };
+    let public = if class == CKO_PRIVATE_KEY {
+        let key = ec_private(a)?;
+        let public = key.public();
+        if given.as_ref().is_some_and(|g| g.point() != public.point()) {
+            return fail_because(
+                CKR_TEMPLATE_INCONSISTENT,
+                "CKA_EC_POINT is not the public point of the private key's CKA_VALUE",
+            );
+        }
+        a.set_zeroizing(CKA_VALUE, key.value());
+        public
+    } else {
+        match given {
+            Some(p) => p,
+            None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_EC_POINT is required"),
+        }
+    };
+    let point = public.point();
+    a.set(CKA_EC_PARAMS, curve.oid_der().to_vec());
+    a.set(CKA_EC_POINT, ec_params::wrap_point(&point));
+    a.set(CKA_PUBLIC_KEY_INFO, ec_params::public_key_info(curve, &point));
+    Ok(())
+}
+
 /// Checks the key material of a new object and fills what the token derives from it
-/// (`CKA_MODULUS_BITS`, `CKA_PUBLIC_KEY_INFO`, `CKA_VALUE_LEN`, `CKA_CHECK_VALUE`).
+/// (`CKA_MODULUS_BITS`, `CKA_PUBLIC_KEY_INFO`, `CKA_VALUE_LEN`, `CKA_CHECK_VALUE`, the
+/// normalised EC encodings).
 pub fn derive_key_attributes(a: &mut Attributes) -> Result<()> {
     match (a.class(), a.key_type()) {
+        (Some(class @ (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY)), Some(CKK_EC | CKK_EC_EDWARDS)) => {
+            derive_ec_attributes(a, class)?;
+        }
         (Some(class @ (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY)), Some(CKK_RSA)) => {
             let n = a.get(CKA_MODULUS).unwrap_or(&[]).to_vec();
             let e = a.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]).to_vec();

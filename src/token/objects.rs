@@ -3,14 +3,14 @@
 
 use super::attributes::{Attributes, Template};
 use super::library::Library;
-use super::object::{derive_key_attributes, Object};
+use super::object::{derive_key_attributes, ec_curve, Object};
 use super::operation::FindOp;
 use super::policy::{self, Change, Origin};
 use super::session::Session;
 use super::slot::LoginState;
 use crate::engine;
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::Mechanism;
+use crate::mechanism::{ec, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 
@@ -199,6 +199,9 @@ impl Library {
         public: Template,
         private: Template,
     ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
+        if matches!(mech, Mechanism::EcKeyPairGen | Mechanism::EcEdwardsKeyPairGen) {
+            return self.generate_ec_key_pair(h, mech, public, private);
+        }
         if *mech != Mechanism::RsaPkcsKeyPairGen {
             return fail(CKR_MECHANISM_INVALID);
         }
@@ -251,6 +254,58 @@ impl Library {
         private.set(CKA_EXPONENT_1, c.exponent_1.to_vec());
         private.set(CKA_EXPONENT_2, c.exponent_2.to_vec());
         private.set(CKA_COEFFICIENT, c.coefficient.to_vec());
+        let mut public = policy::complete_new(public, origin, so)?;
+        let mut private = policy::complete_new(private, origin, so)?;
+        derive_key_attributes(&mut public)?;
+        derive_key_attributes(&mut private)?;
+        let handles = self.add_objects(&s, vec![public, private])?;
+        Ok((handles[0], handles[1]))
+    }
+
+    /// `CKM_EC_KEY_PAIR_GEN` and `CKM_EC_EDWARDS_KEY_PAIR_GEN`: the curve from the public
+    /// template's `CKA_EC_PARAMS` (the private template's when only it has one).
+    fn generate_ec_key_pair(
+        &self,
+        h: CK_SESSION_HANDLE,
+        mech: &Mechanism,
+        public: Template,
+        private: Template,
+    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
+        let key_type = mech.key_type().unwrap_or(CKK_EC);
+        let session = self.session(h)?;
+        let s = session.lock();
+        let mut public = with_class(public, CKO_PUBLIC_KEY, key_type)?;
+        let mut private = with_class(private, CKO_PRIVATE_KEY, key_type)?;
+        for t in [CKA_EC_POINT, CKA_VALUE] {
+            if public.contains(t) || private.contains(t) {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    "key material cannot be given to C_GenerateKeyPair",
+                );
+            }
+        }
+        let params = match (public.get(CKA_EC_PARAMS), private.get(CKA_EC_PARAMS)) {
+            (Some(p), Some(q)) if p != q => {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    "the two templates name different curves in CKA_EC_PARAMS",
+                )
+            }
+            (Some(p), _) | (None, Some(p)) => p.to_vec(),
+            (None, None) => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_EC_PARAMS is required"),
+        };
+        public.set(CKA_EC_PARAMS, params.clone());
+        private.set(CKA_EC_PARAMS, params);
+        let curve = ec_curve(&public)?;
+        let origin = Origin::Generated(mech.mechanism_type());
+        let so = s.token.login_state() == LoginState::So;
+        for (t, class) in [(&public, CKO_PUBLIC_KEY), (&private, CKO_PRIVATE_KEY)] {
+            Self::check_write(&s, &policy::preview_new(t, class, so)?)?;
+        }
+        // `generate` runs the pairwise consistency test before the key is seen here.
+        let key = ec::PrivateKey::generate(curve)?;
+        private.set_zeroizing(CKA_VALUE, key.value());
+        public.set(CKA_EC_POINT, key.public().point());
         let mut public = policy::complete_new(public, origin, so)?;
         let mut private = policy::complete_new(private, origin, so)?;
         derive_key_attributes(&mut public)?;

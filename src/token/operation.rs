@@ -4,7 +4,7 @@
 use crate::engine::{PreparedKey, PublicKey};
 use crate::error::{fail, fail_because, Result};
 use crate::mechanism::aes_modes::AesCrypt;
-use crate::mechanism::{self, rsa, Hasher, Mechanism};
+use crate::mechanism::{self, ec, rsa, Hasher, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 use zeroize::Zeroizing;
@@ -16,30 +16,48 @@ pub enum Operation {
     MultiPart,
 }
 
+/// Most a multi-part EdDSA operation buffers: pure Ed25519 hashes the message twice, so the
+/// whole of it is kept until the Final call.
+const EDDSA_MAX_MESSAGE: usize = 64 << 20;
+
 /// The data a sign or verify operation has taken so far.
 pub struct Input {
     mech: Mechanism,
     hasher: Option<Hasher>,
+    /// The message so far of a multi-part `CKM_EDDSA`.
+    buffer: Option<Vec<u8>>,
     pub stage: Operation,
 }
 
 impl Input {
     fn new(mech: Mechanism) -> Self {
         Input {
-            hasher: rsa::prehash(&mech).map(|h| h.hasher()),
+            hasher: mech.prehash().map(|h| h.hasher()),
+            buffer: (mech == Mechanism::EdDsa).then(Vec::new),
             mech,
             stage: Operation::Fresh,
         }
     }
 
     fn update(&mut self, data: &[u8]) -> Result<()> {
-        match &mut self.hasher {
-            Some(h) => {
+        match (&mut self.hasher, &mut self.buffer) {
+            (Some(h), _) => {
                 h.update(data);
                 self.stage = Operation::MultiPart;
                 Ok(())
             }
-            None => fail_because(
+            (None, Some(b)) => {
+                if b.len() + data.len() > EDDSA_MAX_MESSAGE {
+                    return fail_because(
+                        CKR_DATA_LEN_RANGE,
+                        format!("a multi-part EdDSA message is limited to {EDDSA_MAX_MESSAGE} bytes"),
+                    );
+                }
+                b.extend_from_slice(data);
+                self.stage = Operation::MultiPart;
+                Ok(())
+            }
+            (None, None) => fail_because(
                 CKR_FUNCTION_NOT_SUPPORTED,
                 format!(
                     "mechanism 0x{:x} is single-part only; use C_Sign/C_Verify",
@@ -63,20 +81,37 @@ impl Input {
             }
             (Some(data), None) => Ok(data.to_vec()),
             (None, Some(h)) => Ok(h.clone().finalize()),
-            (None, None) => fail(CKR_OPERATION_NOT_INITIALIZED),
+            (None, None) => match &self.buffer {
+                Some(b) => Ok(b.clone()),
+                None => fail(CKR_OPERATION_NOT_INITIALIZED),
+            },
         }
     }
 }
 
+/// The private key of a signing operation.
+#[derive(Clone)]
+pub enum SignKey {
+    Rsa(Arc<PreparedKey>),
+    Ec(Arc<ec::PrivateKey>),
+}
+
+/// The public key of a verification.
+#[derive(Clone)]
+pub enum VerifyKey {
+    Rsa(Arc<PublicKey>),
+    Ec(Arc<ec::PublicKey>),
+}
+
 pub struct SignOp {
     pub input: Input,
-    pub key: Arc<PreparedKey>,
+    pub key: SignKey,
     /// `CKA_ALWAYS_AUTHENTICATE` keys need `C_Login(CKU_CONTEXT_SPECIFIC)` before use.
     pub needs_auth: bool,
 }
 
 impl SignOp {
-    pub fn new(mech: Mechanism, key: Arc<PreparedKey>, needs_auth: bool) -> Self {
+    pub fn new(mech: Mechanism, key: SignKey, needs_auth: bool) -> Self {
         SignOp {
             input: Input::new(mech),
             key,
@@ -85,7 +120,10 @@ impl SignOp {
     }
 
     pub fn signature_len(&self) -> usize {
-        self.key.modulus_len()
+        match &self.key {
+            SignKey::Rsa(k) => k.modulus_len(),
+            SignKey::Ec(k) => k.signature_len(),
+        }
     }
 
     pub fn update(&mut self, data: &[u8]) -> Result<()> {
@@ -100,17 +138,20 @@ impl SignOp {
             );
         }
         let value = self.input.finish(one_shot)?;
-        rsa::sign(&self.input.mech, &self.key, &value)
+        match &self.key {
+            SignKey::Rsa(k) => rsa::sign(&self.input.mech, k, &value),
+            SignKey::Ec(k) => k.sign(&value),
+        }
     }
 }
 
 pub struct VerifyOp {
     pub input: Input,
-    pub key: Arc<PublicKey>,
+    pub key: VerifyKey,
 }
 
 impl VerifyOp {
-    pub fn new(mech: Mechanism, key: Arc<PublicKey>) -> Self {
+    pub fn new(mech: Mechanism, key: VerifyKey) -> Self {
         VerifyOp {
             input: Input::new(mech),
             key,
@@ -123,7 +164,10 @@ impl VerifyOp {
 
     pub fn verify(&self, one_shot: Option<&[u8]>, signature: &[u8]) -> Result<()> {
         let value = self.input.finish(one_shot)?;
-        rsa::verify(&self.input.mech, &self.key, &value, signature)
+        match &self.key {
+            VerifyKey::Rsa(k) => rsa::verify(&self.input.mech, k, &value, signature),
+            VerifyKey::Ec(k) => k.verify(&value, signature),
+        }
     }
 }
 

@@ -46,10 +46,12 @@ const PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_TRUSTED,
     CKA_WRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
-    CKA_MODULUS,
-    CKA_MODULUS_BITS,
-    CKA_PUBLIC_EXPONENT,
 ];
+const RSA_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_MODULUS, CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT];
+/// `CKA_EC_POINT` on a private key is this token's addition: applications (OpenSSL's
+/// provider among them) read the public point from the private key when they hold only it.
+const EC_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT];
+const EC_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT, CKA_VALUE];
 const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_SUBJECT,
     CKA_SENSITIVE,
@@ -64,6 +66,8 @@ const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_ALWAYS_AUTHENTICATE,
     CKA_UNWRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
+];
+const RSA_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_MODULUS,
     CKA_PUBLIC_EXPONENT,
     CKA_PRIVATE_EXPONENT,
@@ -113,14 +117,30 @@ const CERTIFICATE: &[CK_ATTRIBUTE_TYPE] = &[
 ];
 const DATA: &[CK_ATTRIBUTE_TYPE] = &[CKA_APPLICATION, CKA_OBJECT_ID, CKA_VALUE];
 
-/// Attributes an object of this class may carry (vendor-defined ones are always allowed).
+/// The key-material attributes of an asymmetric key of this class and type.
+fn key_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'static [CK_ATTRIBUTE_TYPE] {
+    match (class, key_type) {
+        (CKO_PUBLIC_KEY, Some(CKK_RSA)) => RSA_PUBLIC,
+        (CKO_PRIVATE_KEY, Some(CKK_RSA)) => RSA_PRIVATE,
+        (CKO_PUBLIC_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PUBLIC,
+        (CKO_PRIVATE_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PRIVATE,
+        _ => &[],
+    }
+}
+
+/// Attributes an object of this class (and key type) may carry (vendor-defined ones are
+/// always allowed).
 pub fn valid_for(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
     if t >= CKA_VENDOR_DEFINED || COMMON.contains(&t) {
         return true;
     }
     match attrs.class() {
-        Some(CKO_PUBLIC_KEY) => KEY.contains(&t) || PUBLIC.contains(&t),
-        Some(CKO_PRIVATE_KEY) => KEY.contains(&t) || PRIVATE.contains(&t),
+        Some(c @ CKO_PUBLIC_KEY) => {
+            KEY.contains(&t) || PUBLIC.contains(&t) || key_material(c, attrs.key_type()).contains(&t)
+        }
+        Some(c @ CKO_PRIVATE_KEY) => {
+            KEY.contains(&t) || PRIVATE.contains(&t) || key_material(c, attrs.key_type()).contains(&t)
+        }
         Some(CKO_SECRET_KEY) => KEY.contains(&t) || SECRET.contains(&t),
         Some(CKO_CERTIFICATE) => CERTIFICATE.contains(&t),
         Some(CKO_DATA) => DATA.contains(&t),
@@ -131,6 +151,7 @@ pub fn valid_for(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
 /// Whether `t` of this object may not be revealed (`CKR_ATTRIBUTE_SENSITIVE`).
 pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
     let secret_part = match attrs.class() {
+        // CKA_VALUE is an EC private key's scalar (no other private key has one).
         Some(CKO_PRIVATE_KEY) => matches!(
             t,
             CKA_PRIVATE_EXPONENT
@@ -139,6 +160,7 @@ pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
                 | CKA_EXPONENT_1
                 | CKA_EXPONENT_2
                 | CKA_COEFFICIENT
+                | CKA_VALUE
         ),
         Some(CKO_SECRET_KEY) => t == CKA_VALUE,
         _ => false,
@@ -263,7 +285,7 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
     };
     let key_type = a.key_type();
     match (class, key_type) {
-        (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(CKK_RSA)) => {}
+        (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(CKK_RSA | CKK_EC | CKK_EC_EDWARDS)) => {}
         (CKO_SECRET_KEY, Some(CKK_AES | CKK_GENERIC_SECRET)) => {}
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY | CKO_SECRET_KEY, None) => {
             return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_KEY_TYPE is missing")
@@ -303,9 +325,25 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
         a.set_bool(CKA_LOCAL, local);
         a.set_ulong(CKA_KEY_GEN_MECHANISM, mech);
     }
+    if matches!(key_type, Some(CKK_EC | CKK_EC_EDWARDS)) {
+        // EC keys sign and verify only: the flags of what they cannot do default to false,
+        // so an application choosing a key by CKA_DECRYPT or CKA_WRAP does not pick one.
+        for t in [
+            CKA_ENCRYPT,
+            CKA_DECRYPT,
+            CKA_WRAP,
+            CKA_UNWRAP,
+            CKA_SIGN_RECOVER,
+            CKA_VERIFY_RECOVER,
+        ] {
+            if valid_for(&a, t) {
+                a.set_default(t, vec![0]);
+            }
+        }
+    }
     match class {
         CKO_PUBLIC_KEY => {
-            require(&a, &[CKA_MODULUS, CKA_PUBLIC_EXPONENT])?;
+            require(&a, required_material(class, key_type))?;
             a.set_default(CKA_SUBJECT, vec![]);
             for t in [CKA_ENCRYPT, CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_WRAP] {
                 a.set_default(t, vec![1]);
@@ -314,7 +352,7 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
         }
         CKO_PRIVATE_KEY | CKO_SECRET_KEY => {
             if class == CKO_PRIVATE_KEY {
-                require(&a, &[CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT])?;
+                require(&a, required_material(class, key_type))?;
                 a.set_default(CKA_SUBJECT, vec![]);
                 a.set_default(CKA_SIGN_RECOVER, vec![1]);
                 a.set_default(CKA_ALWAYS_AUTHENTICATE, vec![0]);
@@ -377,6 +415,16 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
         _ => {}
     }
     Ok(a)
+}
+
+/// The key material a new asymmetric key must be given (or generated with).
+fn required_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'static [CK_ATTRIBUTE_TYPE] {
+    match (class, key_type) {
+        (CKO_PUBLIC_KEY, Some(CKK_RSA)) => &[CKA_MODULUS, CKA_PUBLIC_EXPONENT],
+        (CKO_PRIVATE_KEY, Some(CKK_RSA)) => &[CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT],
+        (CKO_PUBLIC_KEY, _) => &[CKA_EC_PARAMS, CKA_EC_POINT],
+        _ => &[CKA_EC_PARAMS, CKA_VALUE],
+    }
 }
 
 fn require(a: &Attributes, needed: &[CK_ATTRIBUTE_TYPE]) -> Result<()> {

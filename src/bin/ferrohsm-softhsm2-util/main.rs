@@ -3,6 +3,8 @@
 #![deny(unsafe_code)]
 
 // module.rs calls the vendor function FERROHSM_InitTokenWithPIN through its C pointer.
+#[path = "../ferrohsm-util/ec_import.rs"]
+mod ec_import;
 #[allow(unsafe_code)]
 #[path = "../ferrohsm-util/module.rs"]
 mod module;

@@ -3,10 +3,12 @@
 
 mod bench;
 mod copy;
+mod ec_import;
 mod migrate;
 mod module;
 mod pin;
 mod speed;
+mod speed_ec;
 mod tokens;
 
 use clap::{Parser, Subcommand};
@@ -35,13 +37,13 @@ enum Command {
     InitToken(tokens::InitToken),
     /// List the objects of a token.
     ListObjects(tokens::ListObjects),
-    /// Import an RSA key pair from a PKCS#8 or PKCS#1 file (PEM or DER).
+    /// Import an RSA or EC key pair from a PKCS#8, PKCS#1 or SEC1 file (PEM or DER).
     Import(tokens::Import),
     /// Delete a token and all its objects.
     DeleteToken(tokens::DeleteToken),
     /// Change the user PIN (or the SO PIN with --so).
     SetPin(tokens::SetPin),
-    /// Measure RSA signing throughput through the module, openssl-speed style.
+    /// Measure RSA and EC signing throughput through the module, openssl-speed style.
     Speed(speed::Speed),
     /// Benchmark any PKCS#11 modules side by side (sign/s, latency, ratio to the first).
     Bench(bench::Bench),

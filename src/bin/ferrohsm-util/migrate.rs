@@ -116,6 +116,27 @@ fn check_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<()
         .map_err(|_| "the signature does not verify with the token's public key".to_string())
 }
 
+/// `check_key` for EC keys: a signature of the migrated private key verifies with the point
+/// of the token's public key object of the same id (or the key's own point).
+fn check_ec_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<(), String> {
+    use ferrohsm::mechanism::{ec, ec_params};
+    let curve = ferrohsm::token::object::ec_curve(private).map_err(|e| format!("curve: {e}"))?;
+    let key = ec::PrivateKey::from_value(curve, private.get(CKA_VALUE).unwrap_or(&[]))
+        .map_err(|e| format!("private key unusable: {e}"))?;
+    let id = private.get(CKA_ID).unwrap_or(&[]);
+    let public = all
+        .iter()
+        .find(|o| o.class() == Some(CKO_PUBLIC_KEY) && o.get(CKA_ID) == Some(id))
+        .unwrap_or(private);
+    let raw = ec_params::unwrap_point(curve, public.get(CKA_EC_POINT).unwrap_or(&[]))
+        .map_err(|e| format!("public key unusable: {e}"))?;
+    let pk = ec::PublicKey::from_point(curve, &raw).map_err(|e| format!("public key unusable: {e}"))?;
+    let hash = HashAlg::Sha256.digest(b"ferrohsm migration check");
+    let sig = key.sign(&hash).map_err(|e| format!("signing failed: {e}"))?;
+    pk.verify(&hash, &sig)
+        .map_err(|_| "the signature does not verify with the token's public key".to_string())
+}
+
 pub fn run(a: Migrate) -> Result<()> {
     let tokendir = match (&a.tokendir, &a.conf) {
         (Some(d), _) => d.clone(),
@@ -172,8 +193,30 @@ pub fn run(a: Migrate) -> Result<()> {
         }
         objects.push(attrs);
     }
+    // EC keys get the encodings ferrohsm keeps (CKA_EC_PARAMS as the OID, CKA_EC_POINT as the
+    // DER OCTET STRING, CKA_PUBLIC_KEY_INFO), their material checked as C_CreateObject does.
+    for o in objects.iter_mut() {
+        if matches!(o.key_type(), Some(CKK_EC | CKK_EC_EDWARDS)) {
+            ferrohsm::token::object::derive_key_attributes(o).map_err(|e| {
+                format!(
+                    "EC key with id {:02x?}: {e}; nothing was written",
+                    o.get(CKA_ID).unwrap_or(&[])
+                )
+            })?;
+        }
+    }
     let mut checked = 0;
+    let mut checked_ec = 0;
     for o in &objects {
+        if o.class() == Some(CKO_PRIVATE_KEY) && matches!(o.key_type(), Some(CKK_EC | CKK_EC_EDWARDS)) {
+            check_ec_key(o, &objects).map_err(|e| {
+                format!(
+                    "private key with id {:02x?}: {e}; nothing was written",
+                    o.get(CKA_ID).unwrap_or(&[])
+                )
+            })?;
+            checked_ec += 1;
+        }
         if o.class() == Some(CKO_PRIVATE_KEY) && o.key_type() == Some(CKK_RSA) {
             check_key(o, &objects).map_err(|e| {
                 format!(
@@ -188,8 +231,13 @@ pub fn run(a: Migrate) -> Result<()> {
         eprintln!("note: {d}");
     }
     let summary = format!(
-        "{} objects ({checked} RSA private keys signed and verified) from SoftHSM token {:?} (serial {})",
+        "{} objects ({checked} RSA private keys signed and verified{}) from SoftHSM token {:?} (serial {})",
         objects.len(),
+        if checked_ec > 0 {
+            format!(", {checked_ec} EC private keys signed and verified")
+        } else {
+            String::new()
+        },
         token.label,
         token.serial
     );

@@ -1,5 +1,6 @@
 //! `speed`: RSA sign and verify throughput of ferrohsm through its PKCS#11 entry points, on a
-//! temporary in-memory token, printed the way `openssl speed rsa` prints it. With `--kernel`,
+//! temporary in-memory token, printed the way `openssl speed rsa` prints it (the EC table
+//! after it is `speed_ec`'s). With `--kernel`,
 //! per kernel family (the module is loaded once per family with `FERROHSM_KERNEL` set); which
 //! families exist, which this CPU runs and which one served come from the module's vendor
 //! statistics, never from a copy of the module's choice.
@@ -39,6 +40,10 @@ pub struct Speed {
     /// comma-separated list for the module to choose among (e.g. avx2,mulx).
     #[arg(long, default_value = "auto")]
     kernel: String,
+    /// Elliptic curves for the ECDSA/EdDSA table printed after the RSA one (p256, p384, p521,
+    /// ed25519); `--curves ''` leaves it out. Not printed with `--json` or `--kernel`.
+    #[arg(long, value_delimiter = ',', default_values_t = ["p256".to_string(), "p384".into(), "p521".into(), "ed25519".into()])]
+    curves: Vec<String>,
 }
 
 /// One measured size.
@@ -157,7 +162,7 @@ pub fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
 }
 
 /// Runs `op` on `threads` sessions for `seconds`; returns operations per second.
-fn measure(
+pub fn measure(
     p: &cryptoki::context::Pkcs11,
     slot: cryptoki::slot::Slot,
     threads: usize,
@@ -215,6 +220,8 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     std::env::set_var("FERROHSM_CONF", &conf);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = a.threads.unwrap_or(8 * cores).max(1);
+    let curves: Vec<String> = a.curves.iter().filter(|c| !c.is_empty()).cloned().collect();
+    crate::speed_ec::check_curves(&curves)?;
     if a.kernel == "auto" {
         // The module's own choice (FERROHSM_KERNEL, if the user set it, still applies).
         let (rows, fill) = measure_sizes(m, &a, cores, threads)?;
@@ -222,6 +229,10 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
             println!("{}", json(&rows, &a, cores, threads, fill));
         } else {
             print_table(&rows, &a, cores, threads, fill);
+            if !curves.is_empty() {
+                println!();
+                crate::speed_ec::run(m, &curves, a.seconds, threads)?;
+            }
         }
         return Ok(());
     }

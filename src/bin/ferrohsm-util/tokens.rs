@@ -150,11 +150,13 @@ pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
                     AttributeType::Id,
                     AttributeType::Label,
                     AttributeType::Modulus,
+                    AttributeType::EcParams,
                 ],
             )
             .map_err(|e| explain("cannot read attributes", e))?;
         let (mut class, mut kind, mut id, mut label, mut bits) =
             (String::new(), String::new(), String::new(), String::new(), 0);
+        let mut curve = None;
         for at in attrs {
             match at {
                 Attribute::Class(c) => class = c.to_string(),
@@ -162,13 +164,14 @@ pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
                 Attribute::Id(v) => id = hex(&v),
                 Attribute::Label(v) => label = String::from_utf8_lossy(&v).into_owned(),
                 Attribute::Modulus(n) => bits = ferrohsm::engine::bit_len(&n),
+                Attribute::EcParams(v) => curve = ferrohsm::mechanism::ec_params::parse_ec_params(&v).ok(),
                 _ => {}
             }
         }
-        let size = if bits > 0 {
-            format!(" {bits} bits")
-        } else {
-            String::new()
+        let size = match curve {
+            Some(c) => format!(" {}", c.name()),
+            None if bits > 0 => format!(" {bits} bits"),
+            None => String::new(),
         };
         println!("{class}\t{kind}{size}\tid={id}\tlabel={label}");
     }
@@ -179,7 +182,8 @@ pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
 pub struct Import {
     #[command(flatten)]
     which: TokenChoice,
-    /// The key file: PKCS#8 or PKCS#1, PEM or DER.
+    /// The key file: RSA in PKCS#8 or PKCS#1; P-256/P-384/P-521 in PKCS#8 or SEC1; Ed25519
+    /// in PKCS#8; PEM or DER.
     file: PathBuf,
     /// CKA_ID in hex (an even number of digits).
     #[arg(long)]
@@ -228,13 +232,48 @@ fn be(v: &rsa::BoxedUint) -> Vec<u8> {
 }
 
 pub fn import(m: Option<&Path>, a: Import) -> Result<()> {
-    let key = read_key(&a.file)?;
+    let bytes = std::fs::read(&a.file).map_err(|e| format!("cannot read {}: {e}", a.file.display()))?;
+    let Some(key) = super::ec_import::read_ec_key(&bytes) else {
+        let key = read_key(&a.file)?;
+        let p = module::load(m)?;
+        let slot = a.which.find(&p)?;
+        let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
+        import_key(&p, slot, &user, &key, &a.id, a.label, a.force, a.no_public_key)?;
+        println!("The key pair has been imported.");
+        return Ok(());
+    };
     let p = module::load(m)?;
     let slot = a.which.find(&p)?;
     let user = pin::get(a.pin, "FERROHSM_PIN", "User PIN")?;
-    import_key(&p, slot, &user, &key, &a.id, a.label, a.force, a.no_public_key)?;
-    println!("The key pair has been imported.");
+    let s = user_session_for_import(&p, slot, &user, &a.id, a.force)?;
+    super::ec_import::store(&s, &key, parse_hex(&a.id)?, a.label.into_bytes(), a.no_public_key)?;
+    println!("The {} key pair has been imported.", key.curve);
     Ok(())
+}
+
+/// A logged-in read-write session, refusing an `id` already taken unless `force`.
+fn user_session_for_import(
+    p: &cryptoki::context::Pkcs11,
+    slot: cryptoki::slot::Slot,
+    user: &cryptoki::types::AuthPin,
+    id_hex: &str,
+    force: bool,
+) -> Result<cryptoki::session::Session> {
+    let id = parse_hex(id_hex)?;
+    let s = p
+        .open_rw_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
+    s.login(UserType::User, Some(user))
+        .map_err(|e| explain("login failed", e))?;
+    let existing = s
+        .find_objects(&[Attribute::Id(id)])
+        .map_err(|e| explain("search failed", e))?;
+    if !existing.is_empty() && !force {
+        return Err(format!(
+            "an object with id {id_hex} exists; use another --id or --force"
+        ));
+    }
+    Ok(s)
 }
 
 /// Stores an RSA key pair as token objects (the public key unless `no_public_key`).

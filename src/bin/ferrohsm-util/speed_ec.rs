@@ -1,0 +1,161 @@
+//! `speed`'s elliptic-curve table: ECDSA (P-256, P-384, P-521, over SHA-256) and Ed25519 sign
+//! and verify throughput through the module's PKCS#11 entry points, on a temporary token of the
+//! in-memory store, printed the way `openssl speed ecdsap256 ed25519` prints it.
+
+use crate::module::{self, explain, Result};
+use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::Attribute;
+use cryptoki::session::{Session, UserType};
+use cryptoki::types::AuthPin;
+use std::path::Path;
+
+const PIN: &str = "speed-test-pin";
+
+/// A curve `--curves` may name: its OpenSSL-style label, bits, `CKA_EC_PARAMS`, Edwards or not.
+const CURVES: &[(&str, &str, u32, &[u8], bool)] = &[
+    (
+        "p256",
+        "ecdsa (nistp256)",
+        256,
+        &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07],
+        false,
+    ),
+    (
+        "p384",
+        "ecdsa (nistp384)",
+        384,
+        &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22],
+        false,
+    ),
+    (
+        "p521",
+        "ecdsa (nistp521)",
+        521,
+        &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23],
+        false,
+    ),
+    (
+        "ed25519",
+        "EdDSA (Ed25519)",
+        253,
+        &[0x06, 0x03, 0x2b, 0x65, 0x70],
+        true,
+    ),
+];
+
+/// Mechanisms hold raw pointers and cannot cross threads: each call builds its own.
+fn mechanism(edwards: bool) -> Mechanism<'static> {
+    if edwards {
+        Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure))
+    } else {
+        Mechanism::EcdsaSha256
+    }
+}
+
+struct Row {
+    label: &'static str,
+    bits: u32,
+    edwards: bool,
+    sign: f64,
+    verify: f64,
+}
+
+/// Checks `--curves` before anything is measured.
+pub fn check_curves(names: &[String]) -> Result<()> {
+    match names.iter().find(|n| !CURVES.iter().any(|c| c.0 == n.as_str())) {
+        Some(n) => Err(format!("unknown curve {n:?}; use p256, p384, p521, ed25519")),
+        None => Ok(()),
+    }
+}
+
+/// Measures the curves named and prints the table.
+pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> Result<()> {
+    let p = module::load(m)?;
+    let slot = module::free_slot(&p)?;
+    let pin = AuthPin::new(PIN.into());
+    p.init_token(slot, &pin, "ferrohsm speed ec")
+        .map_err(|e| explain("cannot make the test token", e))?;
+    let admin = p
+        .open_rw_session(slot)
+        .map_err(|e| explain("cannot open a session", e))?;
+    admin
+        .login(UserType::So, Some(&pin))
+        .map_err(|e| explain("SO login", e))?;
+    admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
+    admin.logout().ok();
+    admin
+        .login(UserType::User, Some(&pin))
+        .map_err(|e| explain("login", e))?;
+    let message = b"ferrohsm speed: a message of some length, hashed or not by the mechanism".to_vec();
+    let mut rows = vec![];
+    for &(name, label, bits, params, edwards) in CURVES {
+        if !names.iter().any(|n| n == name) {
+            continue;
+        }
+        eprint!("measuring {label} ...                 \r");
+        let gen = if edwards {
+            Mechanism::EccEdwardsKeyPairGen
+        } else {
+            Mechanism::EccKeyPairGen
+        };
+        let public = [
+            Attribute::Token(true),
+            Attribute::EcParams(params.to_vec()),
+            Attribute::Verify(true),
+        ];
+        let private = [
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Sign(true),
+        ];
+        let (pubk, privk) = admin
+            .generate_key_pair(&gen, &public, &private)
+            .map_err(|e| explain(&format!("cannot generate a {label} key"), e))?;
+        let signature = admin
+            .sign(&mechanism(edwards), privk, &message)
+            .map_err(|e| explain("sign", e))?;
+        let sign = |s: &Session| {
+            s.sign(&mechanism(edwards), privk, &message)
+                .map(|_| ())
+                .map_err(|e| explain("sign", e))
+        };
+        let verify = |s: &Session| {
+            s.verify(&mechanism(edwards), pubk, &message, &signature)
+                .map_err(|e| explain("verify", e))
+        };
+        rows.push(Row {
+            label,
+            bits,
+            edwards,
+            sign: super::speed::measure(&p, slot, threads, seconds, &sign)?,
+            verify: super::speed::measure(&p, slot, threads, seconds, &verify)?,
+        });
+    }
+    eprint!("                                        \r");
+    drop(admin);
+    p.finalize().ok();
+    print_table(&rows);
+    Ok(())
+}
+
+/// `openssl speed`'s layout: a header per family, then seconds per operation and operations
+/// per second.
+fn print_table(rows: &[Row]) {
+    let mut last_edwards = None;
+    for r in rows {
+        if last_edwards != Some(r.edwards) {
+            println!("{:>38}{:>10}{:>10}{:>10}", "sign", "verify", "sign/s", "verify/s");
+            last_edwards = Some(r.edwards);
+        }
+        println!(
+            "{:>4} bits {:<18} {:>8.4}s {:>8.4}s {:>9.1} {:>9.1}",
+            r.bits,
+            r.label,
+            1.0 / r.sign,
+            1.0 / r.verify,
+            r.sign,
+            r.verify
+        );
+    }
+}

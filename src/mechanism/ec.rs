@@ -1,0 +1,348 @@
+//! Elliptic-curve keys in usable form and the signatures made with them: ECDSA on P-256,
+//! P-384 and P-521 (RustCrypto `p256`/`p384`/`p521`, constant time, secrets zeroized on drop)
+//! and Ed25519 (through `eddsa`). Owns key generation with its pairwise consistency test, the
+//! checks of imported key material (point on the curve, scalar in range, scalar matching the
+//! point), and the rule that no signature leaves before the public key has verified it.
+
+use super::ec_params::{bits2int, Curve};
+use super::eddsa;
+use crate::error::{fail_because, Error, Result};
+use cryptoki_sys::*;
+use p256::ecdsa::signature::hazmat::{PrehashSigner, PrehashVerifier};
+use zeroize::Zeroizing;
+
+/// A private key, prepared once per object.
+pub enum PrivateKey {
+    P256(p256::ecdsa::SigningKey),
+    P384(p384::ecdsa::SigningKey),
+    P521(p521::ecdsa::SigningKey),
+    Ed25519(ed25519_dalek::SigningKey),
+}
+
+/// A public key: a point checked to be on its curve and not the identity.
+#[derive(Clone)]
+pub enum PublicKey {
+    P256(p256::ecdsa::VerifyingKey),
+    P384(p384::ecdsa::VerifyingKey),
+    P521(p521::ecdsa::VerifyingKey),
+    Ed25519(ed25519_dalek::VerifyingKey),
+}
+
+fn invalid<T>(what: impl std::fmt::Display) -> Result<T> {
+    fail_because(CKR_ATTRIBUTE_VALUE_INVALID, what)
+}
+
+/// `invalid` as the error alone, for `map_err`.
+fn invalid_err(what: impl std::fmt::Display) -> Error {
+    invalid::<()>(what).unwrap_err()
+}
+
+/// Runs `$body` with `$k` bound to the curve-specific key of `$key` (a `PrivateKey` or
+/// `PublicKey`), for the three Weierstrass curves alike; `$ed` handles Ed25519.
+macro_rules! weierstrass {
+    ($key:expr, $ty:ident, $k:ident => $body:expr, $e:ident => $ed:expr) => {
+        match $key {
+            $ty::P256($k) => $body,
+            $ty::P384($k) => $body,
+            $ty::P521($k) => $body,
+            $ty::Ed25519($e) => $ed,
+        }
+    };
+}
+
+/// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c`, checked
+/// with its verifying key before release. A macro: the three curves share no nameable trait.
+macro_rules! ecdsa_sign_checked {
+    ($c:ident, $k:expr, $z:expr) => {{
+        let sig: $c::ecdsa::Signature = $k.sign_prehash($z).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        release_checked(sig.to_bytes().to_vec(), |s| {
+            let s = $c::ecdsa::Signature::from_slice(s).map_err(|_| ())?;
+            $k.verifying_key().verify_prehash($z, &s).map_err(|_| ())
+        })
+    }};
+}
+
+/// Checks raw r || s `$sig` over `$z` with verifying key `$k` of curve module `$c`.
+macro_rules! ecdsa_verify {
+    ($c:ident, $k:expr, $z:expr, $sig:expr) => {{
+        // r and s must each be in [1, n-1]: from_slice refuses the rest.
+        let s = $c::ecdsa::Signature::from_slice($sig).map_err(|_| Error(CKR_SIGNATURE_INVALID))?;
+        $k.verify_prehash($z, &s)
+            .map_err(|_| Error(CKR_SIGNATURE_INVALID))
+    }};
+}
+
+/// Releases `sig` only if `verify` accepts it: a fault or a bug that made a wrong signature
+/// must not hand out a value that could leak the key (as RSA's engine does with `e`).
+pub fn release_checked(
+    sig: Vec<u8>,
+    verify: impl FnOnce(&[u8]) -> std::result::Result<(), ()>,
+) -> Result<Vec<u8>> {
+    match verify(&sig) {
+        Ok(()) => Ok(sig),
+        Err(()) => {
+            log::error!("EC signature failed verification with its own public key; not released");
+            Err(Error(CKR_DEVICE_ERROR))
+        }
+    }
+}
+
+/// A big-endian scalar of any length up to the curve's, left-padded to it.
+fn pad_scalar(curve: Curve, v: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+    let n = curve.scalar_len();
+    let first = v.iter().position(|&b| b != 0).unwrap_or(v.len());
+    let v = &v[first..];
+    if v.len() > n {
+        return invalid(format!("a {} private value is at most {n} bytes", curve.name()));
+    }
+    let mut out = Zeroizing::new(vec![0u8; n]);
+    out[n - v.len()..].copy_from_slice(v);
+    Ok(out)
+}
+
+impl PrivateKey {
+    /// The key of `CKA_VALUE` on `curve`: a scalar in [1, n-1] (big-endian, leading zeros
+    /// optional), or Ed25519's 32-byte RFC 8032 private key.
+    pub fn from_value(curve: Curve, value: &[u8]) -> Result<Self> {
+        let out_of_range = |_| {
+            invalid_err(format!(
+                "the private value is not a {} scalar in [1, n-1]",
+                curve.name()
+            ))
+        };
+        let v = || pad_scalar(curve, value);
+        Ok(match curve {
+            Curve::P256 => {
+                PrivateKey::P256(p256::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
+            }
+            Curve::P384 => {
+                PrivateKey::P384(p384::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
+            }
+            Curve::P521 => {
+                PrivateKey::P521(p521::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
+            }
+            Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?),
+        })
+    }
+
+    /// A new key from the operating system's generator, pairwise-tested before it is returned.
+    pub fn generate(curve: Curve) -> Result<Self> {
+        let key = loop {
+            let mut v = Zeroizing::new(vec![0u8; curve.scalar_len()]);
+            getrandom::fill(&mut v).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+            if curve == Curve::P521 {
+                // 521 bits: without the mask nearly every draw would be above n.
+                v[0] &= 0x01;
+            }
+            // A draw of zero or >= n (probability about 2^-32 on P-256, far less elsewhere)
+            // is drawn again: rejection keeps the scalar uniform.
+            if let Ok(k) = Self::from_value(curve, &v) {
+                break k;
+            }
+        };
+        key.pairwise_test()?;
+        Ok(key)
+    }
+
+    /// FIPS 140-3's pairwise consistency test: a signature made with the new private key
+    /// verifies with its public key (`sign` checks it before release).
+    fn pairwise_test(&self) -> Result<()> {
+        let probe = [0x5au8; 32];
+        self.sign(&probe).map(|_| ()).inspect_err(|_| {
+            log::error!("EC key generation: the pairwise consistency test failed");
+        })
+    }
+
+    pub fn curve(&self) -> Curve {
+        match self {
+            PrivateKey::P256(_) => Curve::P256,
+            PrivateKey::P384(_) => Curve::P384,
+            PrivateKey::P521(_) => Curve::P521,
+            PrivateKey::Ed25519(_) => Curve::Ed25519,
+        }
+    }
+
+    /// `CKA_VALUE`: the scalar, big-endian at the order's length (the seed for Ed25519).
+    pub fn value(&self) -> Zeroizing<Vec<u8>> {
+        weierstrass!(self, PrivateKey, k => Zeroizing::new(k.to_bytes().to_vec()),
+            e => Zeroizing::new(e.to_bytes().to_vec()))
+    }
+
+    pub fn public(&self) -> PublicKey {
+        match self {
+            PrivateKey::P256(k) => PublicKey::P256(*k.verifying_key()),
+            PrivateKey::P384(k) => PublicKey::P384(*k.verifying_key()),
+            PrivateKey::P521(k) => PublicKey::P521(*k.verifying_key()),
+            PrivateKey::Ed25519(k) => PublicKey::Ed25519(k.verifying_key()),
+        }
+    }
+
+    pub fn signature_len(&self) -> usize {
+        self.curve().signature_len()
+    }
+
+    /// ECDH (SEC 1 §3.3.1; the NIST curves have cofactor 1): the x-coordinate of d·Q, the
+    /// value `CKM_ECDH1_DERIVE` with `CKD_NULL` derives from. The peer's point was checked to
+    /// be on the curve when `peer` was made.
+    pub fn ecdh(&self, peer: &PublicKey) -> Result<Zeroizing<Vec<u8>>> {
+        let x = match (self, peer) {
+            (PrivateKey::P256(k), PublicKey::P256(q)) => {
+                p256::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
+                    .raw_secret_bytes()
+                    .to_vec()
+            }
+            (PrivateKey::P384(k), PublicKey::P384(q)) => {
+                p384::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
+                    .raw_secret_bytes()
+                    .to_vec()
+            }
+            (PrivateKey::P521(k), PublicKey::P521(q)) => {
+                p521::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
+                    .raw_secret_bytes()
+                    .to_vec()
+            }
+            _ => {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_ECDH1_DERIVE: the public data is not a point of the base key's curve",
+                )
+            }
+        };
+        Ok(Zeroizing::new(x))
+    }
+
+    /// The signature of `input`: for ECDSA the hash (any length, bits2int'ed), for Ed25519
+    /// the message. Raw r || s with each half the order's length; verified before release.
+    pub fn sign(&self, input: &[u8]) -> Result<Vec<u8>> {
+        let z = bits2int(input, self.curve());
+        match self {
+            PrivateKey::P256(k) => ecdsa_sign_checked!(p256, k, &z),
+            PrivateKey::P384(k) => ecdsa_sign_checked!(p384, k, &z),
+            PrivateKey::P521(k) => ecdsa_sign_checked!(p521, k, &z),
+            PrivateKey::Ed25519(e) => eddsa::sign_checked(e, input),
+        }
+    }
+}
+
+impl PublicKey {
+    /// The key of a raw point (SEC1 uncompressed or compressed; RFC 8032 for Ed25519):
+    /// refused unless it is on the curve and not the identity.
+    pub fn from_point(curve: Curve, raw: &[u8]) -> Result<Self> {
+        let off_curve = |_| invalid_err(format!("CKA_EC_POINT is not a point on {}", curve.name()));
+        Ok(match curve {
+            Curve::P256 => {
+                PublicKey::P256(p256::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?)
+            }
+            Curve::P384 => {
+                PublicKey::P384(p384::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?)
+            }
+            Curve::P521 => {
+                PublicKey::P521(p521::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?)
+            }
+            Curve::Ed25519 => PublicKey::Ed25519(eddsa::verifying_key(raw)?),
+        })
+    }
+
+    pub fn curve(&self) -> Curve {
+        match self {
+            PublicKey::P256(_) => Curve::P256,
+            PublicKey::P384(_) => Curve::P384,
+            PublicKey::P521(_) => Curve::P521,
+            PublicKey::Ed25519(_) => Curve::Ed25519,
+        }
+    }
+
+    /// The raw point, uncompressed (what `CKA_EC_POINT` wraps).
+    pub fn point(&self) -> Vec<u8> {
+        weierstrass!(self, PublicKey, k => k.to_sec1_point(false).as_bytes().to_vec(),
+            e => e.to_bytes().to_vec())
+    }
+
+    pub fn signature_len(&self) -> usize {
+        self.curve().signature_len()
+    }
+
+    /// Checks `sig` over `input` (the hash for ECDSA, the message for Ed25519).
+    pub fn verify(&self, input: &[u8], sig: &[u8]) -> Result<()> {
+        if sig.len() != self.signature_len() {
+            return fail_because(
+                CKR_SIGNATURE_LEN_RANGE,
+                format!(
+                    "a {} signature is {} bytes, not {}",
+                    self.curve().name(),
+                    self.signature_len(),
+                    sig.len()
+                ),
+            );
+        }
+        let z = bits2int(input, self.curve());
+        match self {
+            PublicKey::P256(k) => ecdsa_verify!(p256, k, &z, sig),
+            PublicKey::P384(k) => ecdsa_verify!(p384, k, &z, sig),
+            PublicKey::P521(k) => ecdsa_verify!(p521, k, &z, sig),
+            PublicKey::Ed25519(e) => eddsa::verify(e, input, sig),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_curve_signs_and_verifies_and_refuses_a_changed_signature() {
+        for c in [Curve::P256, Curve::P384, Curve::P521, Curve::Ed25519] {
+            let k = PrivateKey::generate(c).unwrap();
+            let again = PrivateKey::from_value(c, &k.value()).unwrap();
+            assert_eq!(again.public().point(), k.public().point());
+            let sig = k.sign(b"a hash of some kind").unwrap();
+            assert_eq!(sig.len(), c.signature_len());
+            let pk = PublicKey::from_point(c, &k.public().point()).unwrap();
+            pk.verify(b"a hash of some kind", &sig).unwrap();
+            let mut bad = sig.clone();
+            bad[5] ^= 1;
+            assert_eq!(
+                pk.verify(b"a hash of some kind", &bad).unwrap_err().0,
+                CKR_SIGNATURE_INVALID
+            );
+            assert_eq!(
+                pk.verify(b"a hash of some kind", &sig[1..]).unwrap_err().0,
+                CKR_SIGNATURE_LEN_RANGE
+            );
+        }
+    }
+
+    #[test]
+    fn scalars_out_of_range_and_points_off_the_curve_are_refused() {
+        // n of P-256 itself, zero, and a value longer than the order.
+        let n = hex_bytes("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
+        for v in [&n[..], &[0u8; 32][..], &[1u8; 33][..]] {
+            assert_eq!(
+                PrivateKey::from_value(Curve::P256, v).err().unwrap().0,
+                CKR_ATTRIBUTE_VALUE_INVALID
+            );
+        }
+        // A short scalar is left-padded.
+        PrivateKey::from_value(Curve::P256, &[7]).unwrap();
+        let mut p = PrivateKey::generate(Curve::P256).unwrap().public().point();
+        p[40] ^= 1;
+        assert_eq!(
+            PublicKey::from_point(Curve::P256, &p).err().unwrap().0,
+            CKR_ATTRIBUTE_VALUE_INVALID
+        );
+    }
+
+    #[test]
+    fn a_signature_that_does_not_verify_is_not_released() {
+        let e = release_checked(vec![1, 2, 3], |_| Err(())).unwrap_err();
+        assert_eq!(e.0, CKR_DEVICE_ERROR);
+        assert_eq!(release_checked(vec![1, 2, 3], |_| Ok(())).unwrap(), vec![1, 2, 3]);
+    }
+
+    fn hex_bytes(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+}

@@ -1,0 +1,102 @@
+//! Ed25519 (RFC 8032, pure: `CKM_EDDSA` without prehash or context) with `ed25519-dalek`:
+//! keys from their PKCS#11 encodings, signing with the verify-before-release check, strict
+//! verification, and the `CK_EDDSA_PARAMS` the token accepts.
+
+use super::ec::release_checked;
+use crate::error::{fail_because, Error, Result};
+use cryptoki_sys::*;
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+
+/// The RFC 8032 private key (`CKA_VALUE`, 32 bytes). Every 32-byte string is one.
+pub fn signing_key(value: &[u8]) -> Result<SigningKey> {
+    let seed: &[u8; 32] = value.try_into().or_else(|_| {
+        fail_because(
+            CKR_ATTRIBUTE_VALUE_INVALID,
+            format!("an Ed25519 private key is 32 bytes, not {}", value.len()),
+        )
+    })?;
+    Ok(SigningKey::from_bytes(seed))
+}
+
+/// The public key of a 32-byte encoded point: refused unless it decodes to a curve point.
+pub fn verifying_key(raw: &[u8]) -> Result<VerifyingKey> {
+    let bad = || {
+        fail_because::<VerifyingKey>(
+            CKR_ATTRIBUTE_VALUE_INVALID,
+            "CKA_EC_POINT is not an Ed25519 point",
+        )
+    };
+    let Ok(bytes) = <&[u8; 32]>::try_from(raw) else {
+        return bad();
+    };
+    VerifyingKey::from_bytes(bytes).or_else(|_| bad())
+}
+
+pub fn sign_checked(key: &SigningKey, message: &[u8]) -> Result<Vec<u8>> {
+    let sig = key.sign(message).to_bytes().to_vec();
+    let public = key.verifying_key();
+    release_checked(sig, |s| verify(&public, message, s).map_err(|_| ()))
+}
+
+/// Strict RFC 8032 verification: non-canonical encodings and small-order keys are refused.
+pub fn verify(key: &VerifyingKey, message: &[u8], sig: &[u8]) -> Result<()> {
+    let sig = ed25519_dalek::Signature::from_slice(sig).map_err(|_| Error(CKR_SIGNATURE_INVALID))?;
+    key.verify_strict(message, &sig)
+        .map_err(|_| Error(CKR_SIGNATURE_INVALID))
+}
+
+/// Checks an optional `CK_EDDSA_PARAMS` (flag, context length): pure Ed25519 only. A
+/// parameter with `phFlag` false and no context is the pure scheme too, which some
+/// applications send to say so explicitly.
+pub fn check_params(ph_flag: bool, context_len: usize) -> Result<()> {
+    if ph_flag || context_len > 0 {
+        return fail_because(
+            CKR_MECHANISM_PARAM_INVALID,
+            format!(
+                "CKM_EDDSA: only pure Ed25519 is supported; the parameter asks for {}",
+                if ph_flag {
+                    "Ed25519ph (prehash)"
+                } else {
+                    "Ed25519ctx (a context)"
+                }
+            ),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 8032 §7.1, TEST 1: the empty message.
+    #[test]
+    fn rfc8032_test_vector_one() {
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let k = signing_key(&hex(
+            "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+        ))
+        .unwrap();
+        assert_eq!(
+            k.verifying_key().to_bytes().to_vec(),
+            hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+        );
+        let sig = sign_checked(&k, b"").unwrap();
+        assert_eq!(
+            sig,
+            hex("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")
+        );
+    }
+
+    #[test]
+    fn prehash_and_context_parameters_are_refused() {
+        check_params(false, 0).unwrap();
+        assert_eq!(check_params(true, 0).unwrap_err().0, CKR_MECHANISM_PARAM_INVALID);
+        assert_eq!(check_params(false, 3).unwrap_err().0, CKR_MECHANISM_PARAM_INVALID);
+    }
+}

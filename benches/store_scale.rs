@@ -8,6 +8,10 @@
 //!                                                       cluster, or FERROHSM_TEST_PG_URL)
 //! cargo bench --bench store_scale -- --sign-compare   (RSA-2048 signing through PKCS#11, keys
 //!                                                       cached, on SQLite then PostgreSQL)
+//!
+//! Options: `--touch T` signs once with each of T distinct keys (default min(N, 20000)) and
+//! samples resident memory as it goes, to show the object cache's bound; `--cache-mib M` sets
+//! `store.cache_mib` (default: the module's default).
 
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::mechanism::Mechanism;
@@ -58,7 +62,17 @@ fn load() -> Pkcs11 {
 
 /// A configuration in `dir` for an SQLite store, or for a new database of `server`, with
 /// the default Argon2id parameters so login figures are the real ones.
-fn store_conf(dir: &std::path::Path, server: Option<&pg::Pg>) -> std::path::PathBuf {
+fn store_conf(dir: &std::path::Path, server: Option<&pg::Pg>, cache_mib: Option<u32>) -> std::path::PathBuf {
+    let conf = store_conf_file(dir, server);
+    if let Some(m) = cache_mib {
+        let text = std::fs::read_to_string(&conf).unwrap();
+        let text = text.replacen("[store]\n", &format!("[store]\ncache_mib = {m}\n"), 1);
+        std::fs::write(&conf, text).unwrap();
+    }
+    conf
+}
+
+fn store_conf_file(dir: &std::path::Path, server: Option<&pg::Pg>) -> std::path::PathBuf {
     match server {
         None => {
             let conf = dir.join("ferrohsm.toml");
@@ -135,15 +149,27 @@ fn main() {
     if args.iter().any(|a| a == "--sign-compare") {
         let server = pg::Pg::start();
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let sqlite = sign_rate(&store_conf(a.path(), None), 10);
-        let postgres = sign_rate(&store_conf(b.path(), Some(&server)), 10);
+        let sqlite = sign_rate(&store_conf(a.path(), None, None), 10);
+        let postgres = sign_rate(&store_conf(b.path(), Some(&server), None), 10);
         println!("RSA-2048 sign/s through PKCS#11, 2 threads, 10 s each: sqlite {sqlite:.0}, postgres {postgres:.0} ({:+.1}%)", (postgres / sqlite - 1.0) * 100.0);
         return;
     }
-    let n: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(100_000);
+    let option = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args[i + 1].parse::<usize>().expect("a number after the option"))
+    };
+    let (touch, cache_mib) = (option("--touch"), option("--cache-mib"));
+    let n: usize = args
+        .iter()
+        .enumerate()
+        .find(|(i, _)| *i == 0 || !args[i - 1].starts_with("--"))
+        .and_then(|(_, a)| a.parse().ok())
+        .unwrap_or(100_000);
+    let touch = touch.unwrap_or(n.min(20_000)).min(n);
     let server = args.iter().any(|a| a == "--postgres").then(pg::Pg::start);
     let dir = tempfile::tempdir().unwrap();
-    let conf = store_conf(dir.path(), server.as_ref());
+    let conf = store_conf(dir.path(), server.as_ref(), cache_mib.map(|m| m as u32));
     std::env::set_var("FERROHSM_CONF", &conf);
     let pin = AuthPin::new("bench-pin".into());
 
@@ -266,6 +292,25 @@ fn main() {
         warm_t.push(t.elapsed());
         assert_eq!(found.len(), 1);
     }
+    // A signer that uses every key in turn: each is found, prepared and cached once. With the
+    // cache bounded, resident memory levels off once the cache is full.
+    let rss_touch_start = rss_kib();
+    let mut rss_touch = vec![];
+    let touch_start = Instant::now();
+    for i in 0..touch {
+        let id = (i * 104_729 % n) as u64;
+        let found = s
+            .find_objects(&[
+                Attribute::Class(ObjectClass::PRIVATE_KEY),
+                Attribute::Id(id.to_be_bytes().to_vec()),
+            ])
+            .unwrap();
+        s.sign(&Mechanism::Sha256RsaPkcs, found[0], b"touch").unwrap();
+        if (i + 1) % (touch / 4).max(1) == 0 {
+            rss_touch.push((i + 1, rss_kib()));
+        }
+    }
+    let touch_time = touch_start.elapsed();
     s.close().unwrap();
     p.finalize().unwrap();
     let rss_after = rss_kib();
@@ -299,7 +344,18 @@ fn main() {
         ms(percentile(&mut sign_t, 0.99))
     );
     println!(
-        "resident memory     {} KiB before, {} KiB after 20 init/login/find cycles",
+        "resident memory     {} KiB before, {} KiB after 20 init/login/find cycles and the rest",
         rss_before, rss_after
+    );
+    let samples: Vec<String> = rss_touch
+        .iter()
+        .map(|(k, r)| format!("{k} keys {:.0} MiB", *r as f64 / 1024.0))
+        .collect();
+    println!(
+        "signing with {touch} distinct keys ({:.0} keys/s, cache_mib {}): resident memory {:.0} MiB at the start, then {}",
+        touch as f64 / touch_time.as_secs_f64(),
+        cache_mib.map_or("default".to_string(), |m| m.to_string()),
+        rss_touch_start as f64 / 1024.0,
+        samples.join(", ")
     );
 }

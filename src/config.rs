@@ -11,6 +11,8 @@ pub const STORE_BACKENDS: &[&str] = &["sqlite", "memory", "postgres"];
 pub const SSL_MODES: &[&str] = &["disable", "verify-full"];
 /// How stale another host's changes may be when a process sees them (PostgreSQL).
 pub const REFRESH_MS: std::ops::RangeInclusive<u32> = 0..=60_000;
+/// Memory per token for cached objects and their prepared keys, in MiB.
+pub const CACHE_MIB: std::ops::RangeInclusive<u32> = 1..=1024 * 1024;
 /// The environment variable that overrides `store.url`.
 pub const STORE_URL_ENV: &str = "FERROHSM_STORE_URL";
 pub const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
@@ -51,6 +53,9 @@ pub struct StoreConfig {
     /// Changes made by other hosts are seen within this many milliseconds (postgres): the
     /// change generation is read from the database at most this often.
     pub refresh_ms: u32,
+    /// Memory each token may use to keep objects read from the store, with their prepared
+    /// keys (about 22 KiB per RSA-2048 private key); the least used go first when it is full.
+    pub cache_mib: u32,
 }
 
 impl Default for StoreConfig {
@@ -63,6 +68,7 @@ impl Default for StoreConfig {
             root_cert: None,
             password_file: None,
             refresh_ms: 1000,
+            cache_mib: 512,
         }
     }
 }
@@ -199,6 +205,7 @@ impl Config {
         }
         // Levels are read case-insensitively by the logger.
         words("log.level", &self.log.level.to_ascii_lowercase(), LOG_LEVELS)?;
+        range("store.cache_mib", self.store.cache_mib, CACHE_MIB)?;
         range("pin.max_failures", self.pin.max_failures, MAX_FAILURES)?;
         range("pin.kdf_memory_kib", self.pin.kdf_memory_kib, KDF_MEMORY_KIB)?;
         range("pin.kdf_passes", self.pin.kdf_passes, KDF_PASSES)?;

@@ -83,6 +83,13 @@ pub struct StoredObject {
     pub fields: Fields,
 }
 
+/// A search result: an object read and opened, or only the id of one the caller holds
+/// unchanged already (`Store::search`'s `known`), which is not opened again.
+pub enum Found {
+    Known(u64),
+    Read(StoredObject),
+}
+
 /// A store of tokens and their objects. Object ids are unique across the store, never
 /// reused, and below `MAX_OBJECT_ID` so that session-object handles cannot alias them.
 pub trait Store: Send + Sync {
@@ -113,7 +120,26 @@ pub trait Store: Send + Sync {
     /// The objects of a token whose index values equal every value `query` names, in one
     /// backend query, each record opened once. Private records only while logged in and when
     /// `with_private`. Damaged records are logged and left out; the search goes on.
-    fn find(&self, slot_id: CK_SLOT_ID, query: &Index, with_private: bool) -> Result<Vec<StoredObject>>;
+    fn find(&self, slot_id: CK_SLOT_ID, query: &Index, with_private: bool) -> Result<Vec<StoredObject>> {
+        Ok(self
+            .search(slot_id, query, with_private, &|_| false)?
+            .into_iter()
+            .filter_map(|f| match f {
+                Found::Read(o) => Some(o),
+                Found::Known(_) => None,
+            })
+            .collect())
+    }
+    /// `find`, but the records whose id `known` accepts come back as ids, unopened: a process
+    /// that holds them from the current generation needs neither their bytes nor a decryption
+    /// (it matches its own authenticated copy against the search). Still one backend query.
+    fn search(
+        &self,
+        slot_id: CK_SLOT_ID,
+        query: &Index,
+        with_private: bool,
+        known: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Found>>;
     /// One object; `None` when it does not exist or is private and no login opened the token.
     fn load(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<Option<StoredObject>>;
     /// Stores new objects in one transaction (a key pair is both keys or neither).

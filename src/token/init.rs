@@ -28,6 +28,6 @@ impl Library {
             log::error!("C_Initialize: {e}");
             Error(CKR_GENERAL_ERROR)
         })?;
-        Ok(Library::new(store))
+        Ok(Library::new(store, u64::from(config.store.cache_mib) << 20))
     }
 }

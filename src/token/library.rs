@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 pub struct Library {
     store: Arc<dyn Store>,
+    cache_bytes: u64,
     tokens: RwLock<BTreeMap<CK_SLOT_ID, Arc<Token>>>,
     pub(super) sessions: DashMap<CK_SESSION_HANDLE, SessionEntry>,
 }
@@ -44,9 +45,11 @@ pub struct TokenInfo {
 }
 
 impl Library {
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    /// `cache_bytes` bounds each token's cache of token objects (`store.cache_mib`).
+    pub fn new(store: Arc<dyn Store>, cache_bytes: u64) -> Self {
         Library {
             store,
+            cache_bytes,
             tokens: RwLock::new(BTreeMap::new()),
             sessions: DashMap::new(),
         }
@@ -76,14 +79,19 @@ impl Library {
                 None => {
                     tokens.insert(
                         r.slot_id,
-                        Arc::new(Token::new(r.slot_id, self.store.clone(), Some(r))),
+                        Arc::new(Token::new(
+                            r.slot_id,
+                            self.store.clone(),
+                            Some(r),
+                            self.cache_bytes,
+                        )),
                     );
                 }
             }
         }
         tokens
             .entry(free)
-            .or_insert_with(|| Arc::new(Token::new(free, self.store.clone(), None)));
+            .or_insert_with(|| Arc::new(Token::new(free, self.store.clone(), None, self.cache_bytes)));
         ids.push(free);
         Ok(ids)
     }

@@ -36,6 +36,26 @@ impl Object {
         }
     }
 
+    /// The memory this object holds once used, for the bound on the object cache: its
+    /// attributes, and for keys the engine forms they are prepared into. An RSA private key is
+    /// prepared for every kernel family the CPU runs (IFMA, AVX2, MULX, portable, reference):
+    /// PREPARED_RSA_PER_BYTE bytes per modulus byte, measured with `benches/store_scale`.
+    pub fn footprint(&self) -> usize {
+        const OBJECT: usize = 512;
+        const PREPARED_RSA_PER_BYTE: usize = 72;
+        const EC_KEY: usize = 1024;
+        let attrs = self.attrs.size() * 2;
+        let prepared = match (self.attrs.class(), self.attrs.key_type()) {
+            (Some(CKO_PRIVATE_KEY), Some(CKK_RSA)) => {
+                self.attrs.get(CKA_MODULUS).map_or(0, |n| n.len()) * PREPARED_RSA_PER_BYTE
+            }
+            (Some(CKO_PUBLIC_KEY), Some(CKK_RSA)) => self.attrs.get(CKA_MODULUS).map_or(0, |n| n.len()) * 4,
+            (Some(CKO_PRIVATE_KEY | CKO_PUBLIC_KEY), Some(CKK_EC | CKK_EC_EDWARDS)) => EC_KEY,
+            _ => 0,
+        };
+        OBJECT + attrs + prepared
+    }
+
     pub fn is_rsa(&self, class: CK_OBJECT_CLASS) -> bool {
         self.attrs.class() == Some(class) && self.attrs.key_type() == Some(CKK_RSA)
     }

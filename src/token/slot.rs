@@ -1,14 +1,22 @@
 //! One token in one slot: its record in the store, the application's login state, and the
 //! cache of its objects (token objects by store id, session objects of this application).
+//!
+//! The token-object cache is bounded (`store.cache_mib`): a signer that touches every key of
+//! a million-key store keeps the keys it uses, not all of them. quick_cache's CLOCK-Pro keeps
+//! entries that are hit again (the keys a signer signs with) over those seen once (a scan by
+//! `C_FindObjects`), so a bulk search does not push the working set out. An evicted object is
+//! read again from the store on its next use; operations already running hold their own `Arc`.
 
 use super::attributes::Attributes;
 use super::object::Object;
 use super::records;
 use crate::error::{fail, Error, Result};
-use crate::store::{Store, TokenRecord};
+use crate::store::{Found, Store, TokenRecord};
 use cryptoki_sys::*;
 use dashmap::DashMap;
 use parking_lot::RwLock;
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -26,20 +34,45 @@ pub struct Token {
     record: RwLock<Option<TokenRecord>>,
     login: RwLock<LoginState>,
     /// Token objects seen by this process: the object and the store generation it was checked at.
-    cache: DashMap<CK_OBJECT_HANDLE, (Arc<Object>, u64)>,
+    cache: Cache<CK_OBJECT_HANDLE, Cached, ByFootprint>,
     pub session_objects: DashMap<CK_OBJECT_HANDLE, Arc<Object>>,
     /// The store generation last read; a change re-reads the record (`generation`).
     seen_generation: AtomicU64,
 }
 
+type Cached = (Arc<Object>, u64);
+
+/// Charges each cached object the memory it holds once used (`Object::footprint`).
+#[derive(Clone)]
+struct ByFootprint;
+
+impl Weighter<CK_OBJECT_HANDLE, Cached> for ByFootprint {
+    fn weight(&self, _: &CK_OBJECT_HANDLE, v: &Cached) -> u64 {
+        v.0.footprint() as u64
+    }
+}
+
+/// The cache's bound in bytes from `store.cache_mib`, and how many objects to size its table for
+/// (a typical RSA-2048 private key, so the table is not regrown while it fills).
+fn new_cache(cache_bytes: u64) -> Cache<CK_OBJECT_HANDLE, Cached, ByFootprint> {
+    let typical = 16 * 1024;
+    let items = (cache_bytes / typical).clamp(16, 1 << 20) as usize;
+    Cache::with_weighter(items, cache_bytes.max(1), ByFootprint)
+}
+
 impl Token {
-    pub fn new(slot_id: CK_SLOT_ID, store: Arc<dyn Store>, record: Option<TokenRecord>) -> Self {
+    pub fn new(
+        slot_id: CK_SLOT_ID,
+        store: Arc<dyn Store>,
+        record: Option<TokenRecord>,
+        cache_bytes: u64,
+    ) -> Self {
         Token {
             slot_id,
             store,
             record: RwLock::new(record),
             login: RwLock::new(LoginState::Public),
-            cache: DashMap::new(),
+            cache: new_cache(cache_bytes),
             session_objects: DashMap::new(),
             seen_generation: AtomicU64::new(0),
         }
@@ -129,9 +162,9 @@ impl Token {
 
     fn token_object(&self, handle: CK_OBJECT_HANDLE) -> Result<Arc<Object>> {
         let generation = self.generation()?;
-        if let Some(entry) = self.cache.get(&handle) {
-            if entry.1 == generation {
-                return Ok(entry.0.clone());
+        if let Some((obj, seen)) = self.cache.get(&handle) {
+            if seen == generation {
+                return Ok(obj);
             }
         }
         // Another change happened since: reload, and keep the prepared object when the
@@ -149,8 +182,13 @@ impl Token {
     /// Caches a token object read at `generation`, keeping the prepared object when the
     /// attributes are unchanged so a busy signer does not re-prepare its keys.
     fn remember(&self, handle: CK_OBJECT_HANDLE, attrs: Attributes, generation: u64) -> Arc<Object> {
-        let obj = match self.cache.get(&handle) {
-            Some(entry) if entry.0.attrs == attrs => entry.0.clone(),
+        let obj = match self.cache.peek(&handle) {
+            Some((cached, seen)) if cached.attrs == attrs => {
+                if seen == generation {
+                    return cached;
+                }
+                cached
+            }
             _ => Arc::new(Object::new(handle, attrs, None)),
         };
         self.cache.insert(handle, (obj.clone(), generation));
@@ -160,6 +198,10 @@ impl Token {
     /// Of `handles` (search results), those that still exist and are visible: one generation
     /// read for all of them while nothing changed since they were cached.
     pub fn still_visible(&self, handles: &[CK_OBJECT_HANDLE]) -> Vec<CK_OBJECT_HANDLE> {
+        if handles.is_empty() {
+            // The last C_FindObjects of a search: nothing to check, no store read.
+            return vec![];
+        }
         let generation = self.generation().ok();
         let logged_in = self.user_logged_in();
         handles
@@ -168,7 +210,7 @@ impl Token {
             .filter(|h| {
                 let fresh = self
                     .cache
-                    .get(h)
+                    .peek(h)
                     .filter(|e| Some(e.1) == generation)
                     .map(|e| logged_in || !e.0.attrs.is_private());
                 match fresh {
@@ -198,16 +240,34 @@ impl Token {
         };
         let mut out = Vec::new();
         if wants(CKA_TOKEN) != Some(false) && self.is_initialized() {
-            // One store query; each record is opened once and cached, so the handles
-            // `C_FindObjects` returns need no second read.
+            // One store query. Records this process holds from the current generation are
+            // matched on its own copy and not opened again; the others are opened once and
+            // cached, so the handles `C_FindObjects` returns need no second read.
+            let fresh = |id: u64| self.cache.peek(&id).is_some_and(|(_, seen)| seen == generation);
             let found = self
                 .store
-                .find(self.slot_id, &records::query(template), with_private)?;
-            for o in found {
-                let handle = o.id;
-                let attrs = records::attributes(o);
-                if attrs.matches(template) {
-                    self.remember(handle, attrs, generation);
+                .search(self.slot_id, &records::query(template), with_private, &fresh)?;
+            for f in found {
+                let (handle, matches) = match f {
+                    Found::Known(id) => match self.cache.peek(&id) {
+                        Some((obj, _)) => (id, obj.attrs.matches(template)),
+                        // Evicted since the search began: read it again.
+                        None => match self.token_object(id) {
+                            Ok(obj) => (id, obj.attrs.matches(template)),
+                            Err(_) => continue,
+                        },
+                    },
+                    Found::Read(o) => {
+                        let handle = o.id;
+                        let attrs = records::attributes(o);
+                        if !attrs.matches(template) {
+                            continue;
+                        }
+                        self.remember(handle, attrs, generation);
+                        (handle, true)
+                    }
+                };
+                if matches {
                     out.push(handle);
                 }
             }
@@ -282,7 +342,7 @@ mod tests {
             .init_token(0, b"so-pin", &[b' '; 32], Some(b"user"))
             .unwrap();
         store.login(0, PinOwner::User, b"user").unwrap();
-        let token = Token::new(0, store.clone(), Some(record));
+        let token = Token::new(0, store.clone(), Some(record), 1 << 20);
         token.set_login_state(LoginState::User);
         let keys: Vec<Attributes> = (0..40u8)
             .map(|i| {

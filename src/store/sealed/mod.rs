@@ -9,7 +9,7 @@ mod objects;
 mod pin;
 
 use super::backend::{transact, Backend, PinRow, TokenRow, Tx};
-use super::{Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
+use super::{Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
 use crate::error::{fail, fail_because, Error, Result};
 use crypt::{KdfParams, Key};
 use cryptoki_sys::*;
@@ -263,7 +263,13 @@ impl Store for Sealed {
         Ok(())
     }
 
-    fn find(&self, slot: CK_SLOT_ID, query: &Index, with_private: bool) -> Result<Vec<StoredObject>> {
+    fn search(
+        &self,
+        slot: CK_SLOT_ID,
+        query: &Index,
+        with_private: bool,
+        known: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Found>> {
         let key = if with_private { self.token_key(slot) } else { None };
         let rows = self
             .backend
@@ -271,7 +277,12 @@ impl Store for Sealed {
         // A damaged record is reported (in decode) and left out; the search goes on.
         Ok(rows
             .into_iter()
-            .filter_map(|r| self.decode(slot, r, key.as_ref()).ok().flatten())
+            .filter_map(|r| {
+                if known(r.id) {
+                    return Some(Found::Known(r.id));
+                }
+                self.decode(slot, r, key.as_ref()).ok().flatten().map(Found::Read)
+            })
             .collect())
     }
 

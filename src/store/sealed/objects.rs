@@ -83,12 +83,15 @@ impl Sealed {
             None => None,
         };
         let sealed: Vec<(u64, Vec<u8>)> = match key {
-            Some(k) => record
-                .secret
-                .iter()
-                .map(|(t, v)| (*t, crypt::seal(k, v, &attr_aad(slot, id, *t))))
-                .collect(),
-            None => vec![],
+            Some(k) if !record.secret.is_empty() => {
+                let cipher = crypt::AttrCipher::new(k);
+                record
+                    .secret
+                    .iter()
+                    .map(|(t, v)| (*t, cipher.seal(v, &attr_aad(slot, id, *t))))
+                    .collect()
+            }
+            _ => vec![],
         };
         let lookup = |tag: u64, v: &Option<Vec<u8>>| -> Option<Vec<u8>> {
             let v = v.as_ref()?;
@@ -141,8 +144,10 @@ impl Sealed {
             // Public objects stay visible; their secret values wait for a login.
             return Ok(Some(object(fields)));
         };
+        let cipher = crypt::AttrCipher::new(key);
         for (t, v) in sealed {
-            let plain = crypt::open(key, &v, &attr_aad(slot, id, t))
+            let plain = cipher
+                .open(&v, &attr_aad(slot, id, t))
                 .ok_or_else(|| damaged(&format!("attribute 0x{t:x} fails authentication")))?;
             fields.push((t, plain));
         }

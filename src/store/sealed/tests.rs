@@ -496,3 +496,54 @@ fn threads_guessing_at_once_get_at_most_max_failures_answers() {
         assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_PIN_LOCKED, "{}", c.name);
     }
 }
+
+/// `search` hands back records the caller holds unchanged as ids, without opening them, and
+/// opens the rest; a record altered in the file is caught as soon as it is opened again.
+#[test]
+fn a_search_opens_only_the_records_the_caller_does_not_hold() {
+    let c = cases().pop().unwrap();
+    let s = &c.store;
+    s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+    s.login(0, PinOwner::User, USER).unwrap();
+    let ids = s
+        .create(
+            0,
+            &[
+                private_key(b"a", b"same"),
+                private_key(b"b", b"same"),
+                private_key(b"c", b"same"),
+            ],
+        )
+        .unwrap();
+    // Alter the second record's last seal (its tag) in the file, as an attacker could.
+    let db = rusqlite::Connection::open(c.dir.as_ref().unwrap().path().join("ferrohsm.db")).unwrap();
+    let mut sealed: Vec<u8> = db
+        .query_row("SELECT sealed FROM objects WHERE id = ?1", [ids[1] as i64], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    *sealed.last_mut().unwrap() ^= 1;
+    db.execute(
+        "UPDATE objects SET sealed = ?1 WHERE id = ?2",
+        rusqlite::params![sealed, ids[1] as i64],
+    )
+    .unwrap();
+    let known = |id: u64| id == ids[1];
+    let found = s.search(0, &by_label(b"same"), true, &known).unwrap();
+    let shape: Vec<(u64, bool)> = found
+        .iter()
+        .map(|f| match f {
+            Found::Known(id) => (*id, false),
+            Found::Read(o) => (o.id, true),
+        })
+        .collect();
+    assert_eq!(shape, vec![(ids[0], true), (ids[1], false), (ids[2], true)]);
+    // Opened, the altered record fails authentication and is left out of the search.
+    let opened: Vec<u64> = s
+        .find(0, &by_label(b"same"), true)
+        .unwrap()
+        .iter()
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(opened, vec![ids[0], ids[2]]);
+}

@@ -4,11 +4,12 @@
 use super::attributes::Template;
 use super::library::{Library, Output};
 use super::object::Object;
-use super::operation::{CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignOp, VerifyOp};
+use super::operation::{CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignKey, SignOp, VerifyKey, VerifyOp};
 use super::policy;
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::aes_modes::AesCrypt;
+use crate::mechanism::mac::{Mac, MacMechanism};
 use crate::mechanism::{self, ec, ec_params, rsa, Mechanism};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
@@ -29,7 +30,7 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
     let class_ok = obj.attrs.class() == Some(class)
         // Verification and encryption also accept a private key object: it holds the public half.
         || (class == CKO_PUBLIC_KEY && obj.attrs.class() == Some(CKO_PRIVATE_KEY));
-    let type_ok = mech.key_type().is_some() && obj.attrs.key_type() == mech.key_type();
+    let type_ok = mech.accepts_key_type(obj.attrs.key_type());
     if !class_ok || !type_ok {
         return fail_because(
             CKR_KEY_TYPE_INCONSISTENT,
@@ -62,6 +63,11 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
         );
     }
     Ok(())
+}
+
+/// A MAC of `mech` keyed with the secret key `obj` (its class, type and usage checked).
+fn mac_of(mech: &MacMechanism, obj: &Object) -> Result<Mac> {
+    Mac::new(mech, obj.attrs.get(CKA_VALUE).unwrap_or(&[]))
 }
 
 fn supports(mech: &Mechanism, flag: CK_FLAGS) -> Result<()> {
@@ -135,9 +141,18 @@ impl Library {
             }
             supports(&mech, CKF_SIGN)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
+            let key = match &mech {
+                Mechanism::Mac(m) => {
+                    check_key(&obj, &mech, CKO_SECRET_KEY, CKA_SIGN)?;
+                    SignKey::Mac(mac_of(m, &obj)?)
+                }
+                _ => {
+                    check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
+                    obj.sign_key()?
+                }
+            };
             let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-            s.sign = Some(SignOp::new(mech, obj.sign_key()?, needs_auth));
+            s.sign = Some(SignOp::new(mech, key, needs_auth));
             Ok(())
         })
     }
@@ -177,8 +192,17 @@ impl Library {
             }
             supports(&mech, CKF_VERIFY)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
-            s.verify = Some(VerifyOp::new(mech, obj.verify_key()?));
+            let key = match &mech {
+                Mechanism::Mac(m) => {
+                    check_key(&obj, &mech, CKO_SECRET_KEY, CKA_VERIFY)?;
+                    VerifyKey::Mac(mac_of(m, &obj)?)
+                }
+                _ => {
+                    check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
+                    obj.verify_key()?
+                }
+            };
+            s.verify = Some(VerifyOp::new(mech, key));
             Ok(())
         })
     }

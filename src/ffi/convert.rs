@@ -427,7 +427,9 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
                     let Some(n) = (unsafe { param::<CK_MAC_GENERAL_PARAMS>(m) })? else {
                         return fail_because(
                             CKR_MECHANISM_PARAM_INVALID,
-                            format!("mechanism 0x{t:x} needs CK_MAC_GENERAL_PARAMS (the MAC length in bytes)"),
+                            format!(
+                                "mechanism 0x{t:x} needs CK_MAC_GENERAL_PARAMS (the MAC length in bytes)"
+                            ),
                         );
                     };
                     Some(n as usize)

@@ -30,11 +30,36 @@ pub struct MacMechanism {
 
 /// Each HMAC mechanism, its `_GENERAL` twin, its hash and the key type made for it.
 const HMACS: &[(CK_MECHANISM_TYPE, CK_MECHANISM_TYPE, HashAlg, CK_KEY_TYPE)] = &[
-    (CKM_SHA_1_HMAC, CKM_SHA_1_HMAC_GENERAL, HashAlg::Sha1, CKK_SHA_1_HMAC),
-    (CKM_SHA224_HMAC, CKM_SHA224_HMAC_GENERAL, HashAlg::Sha224, CKK_SHA224_HMAC),
-    (CKM_SHA256_HMAC, CKM_SHA256_HMAC_GENERAL, HashAlg::Sha256, CKK_SHA256_HMAC),
-    (CKM_SHA384_HMAC, CKM_SHA384_HMAC_GENERAL, HashAlg::Sha384, CKK_SHA384_HMAC),
-    (CKM_SHA512_HMAC, CKM_SHA512_HMAC_GENERAL, HashAlg::Sha512, CKK_SHA512_HMAC),
+    (
+        CKM_SHA_1_HMAC,
+        CKM_SHA_1_HMAC_GENERAL,
+        HashAlg::Sha1,
+        CKK_SHA_1_HMAC,
+    ),
+    (
+        CKM_SHA224_HMAC,
+        CKM_SHA224_HMAC_GENERAL,
+        HashAlg::Sha224,
+        CKK_SHA224_HMAC,
+    ),
+    (
+        CKM_SHA256_HMAC,
+        CKM_SHA256_HMAC_GENERAL,
+        HashAlg::Sha256,
+        CKK_SHA256_HMAC,
+    ),
+    (
+        CKM_SHA384_HMAC,
+        CKM_SHA384_HMAC_GENERAL,
+        HashAlg::Sha384,
+        CKK_SHA384_HMAC,
+    ),
+    (
+        CKM_SHA512_HMAC,
+        CKM_SHA512_HMAC_GENERAL,
+        HashAlg::Sha512,
+        CKK_SHA512_HMAC,
+    ),
 ];
 
 /// The key types of the HMAC mechanisms, which secret key objects may have.
@@ -70,7 +95,10 @@ pub fn mechanism_types() -> impl Iterator<Item = (CK_MECHANISM_TYPE, MacAlg)> {
     HMACS
         .iter()
         .flat_map(|(full, general, h, _)| [(*full, MacAlg::Hmac(*h)), (*general, MacAlg::Hmac(*h))])
-        .chain([(CKM_AES_CMAC, MacAlg::AesCmac), (CKM_AES_CMAC_GENERAL, MacAlg::AesCmac)])
+        .chain([
+            (CKM_AES_CMAC, MacAlg::AesCmac),
+            (CKM_AES_CMAC_GENERAL, MacAlg::AesCmac),
+        ])
 }
 
 impl MacAlg {
@@ -202,10 +230,7 @@ impl Mac {
             MacAlg::Hmac(HashAlg::Sha384) => State::Sha384(KeyInit::new_from_slice(key).map_err(bad)?),
             MacAlg::Hmac(HashAlg::Sha512) => State::Sha512(KeyInit::new_from_slice(key).map_err(bad)?),
             MacAlg::Hmac(h) => {
-                return fail_because(
-                    CKR_MECHANISM_INVALID,
-                    format!("HMAC with {h:?} is not offered"),
-                )
+                return fail_because(CKR_MECHANISM_INVALID, format!("HMAC with {h:?} is not offered"))
             }
             MacAlg::AesCmac => match key.len() {
                 16 => State::Cmac128(KeyInit::new_from_slice(key).map_err(bad)?),

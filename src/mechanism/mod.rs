@@ -126,7 +126,7 @@ impl Mechanism {
     /// The hash a mechanism applies to the data before signing (hash-and-sign mechanisms).
     pub fn prehash(&self) -> Option<HashAlg> {
         match self {
-                Mechanism::Ecdsa(h) => *h,
+            Mechanism::Ecdsa(h) => *h,
             Mechanism::Mac(_) => None,
             m => rsa::prehash(m),
         }

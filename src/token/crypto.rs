@@ -4,7 +4,9 @@
 use super::attributes::Template;
 use super::library::{Library, Output};
 use super::object::Object;
-use super::operation::{CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignKey, SignOp, VerifyKey, VerifyOp};
+use super::operation::{
+    CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignKey, SignOp, VerifyKey, VerifyOp,
+};
 use super::policy;
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};

@@ -264,15 +264,11 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     v.push((CKM_GENERIC_SECRET_KEY_GEN, info(8, 4096, CKF_GENERATE)));
     v.push((CKM_AES_KEY_WRAP, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
     v.push((CKM_AES_KEY_WRAP_PAD, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
-    for m in [
-        CKM_AES_ECB,
-        CKM_AES_CBC,
-        CKM_AES_CBC_PAD,
-        CKM_AES_CTR,
-        CKM_AES_GCM,
-    ] {
+    for m in [CKM_AES_ECB, CKM_AES_CBC, CKM_AES_CTR, CKM_AES_GCM] {
         v.push((m, info(16, 32, crypt)));
     }
+    // CBC-PAD also wraps keys (secret values, private keys as PKCS#8), as SoftHSM's does.
+    v.push((CKM_AES_CBC_PAD, info(16, 32, crypt | CKF_WRAP | CKF_UNWRAP)));
     // Prime-field curves, named by OID or by name, points uncompressed (PKCS#11 3.0 §2.3.1).
     let ec = CKF_EC_F_P | CKF_EC_OID | CKF_EC_CURVENAME | CKF_EC_UNCOMPRESS;
     v.push((

@@ -9,6 +9,7 @@ mod init;
 mod library;
 pub mod object;
 pub mod objects;
+mod pkcs8;
 mod operation;
 pub mod policy;
 pub mod records;

@@ -393,6 +393,22 @@ impl Library {
         der: &[u8],
     ) -> Result<CK_OBJECT_HANDLE> {
         let key = super::pkcs8::decode(der)?;
+        // The key alone first, through the checks C_CreateObject runs: a key that fails them
+        // is a bad wrapped key (CKR_WRAPPED_KEY_INVALID), not a bad template.
+        let mut probe = Attributes::new();
+        probe.set_ulong(CKA_CLASS, CKO_PRIVATE_KEY);
+        probe.set_ulong(CKA_KEY_TYPE, key.key_type);
+        for (a, v) in &key.attrs {
+            probe.set_zeroizing(*a, v.clone());
+        }
+        derive_key_attributes(&mut probe).map_err(|e| {
+            log::info!(
+                "CKR_WRAPPED_KEY_INVALID: the unwrapped private key fails its checks (0x{:x})",
+                e.0
+            );
+            Error(CKR_WRAPPED_KEY_INVALID)
+        })?;
+        drop(probe);
         let mut t = template.into_attributes();
         if let Some(kt) = t.key_type().filter(|kt| *kt != key.key_type) {
             return fail_because(

@@ -43,7 +43,14 @@ fn invalid(why: &str) -> Error {
 /// Reads a PKCS#8 private key; anything else (or a key type the token has not) is
 /// `CKR_WRAPPED_KEY_INVALID`.
 pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
-    let info = PrivateKeyInfoRef::from_der(der).map_err(|_| invalid("not a PKCS#8 PrivateKeyInfo"))?;
+    let (info, rest) =
+        PrivateKeyInfoRef::from_der_partial(der).map_err(|_| invalid("not a PKCS#8 PrivateKeyInfo"))?;
+    // SoftHSM zero-pads the PKCS#8 to a multiple of 8 bytes before CKM_AES_KEY_WRAP_PAD, so
+    // the padding is inside the wrapped data: up to 7 zero bytes after the DER are accepted.
+    if rest.len() >= 8 || rest.iter().any(|b| *b != 0) {
+        return Err(invalid("data after the PKCS#8 PrivateKeyInfo"));
+    }
+    let der = &der[..der.len() - rest.len()];
     if info.algorithm.oid == pkcs1::ALGORITHM_OID {
         // The RSAPrivateKey fields as given, CRT parts included, so that the object's
         // consistency check sees exactly what arrived.
@@ -119,11 +126,15 @@ pub fn encode(a: &Attributes) -> Result<Zeroizing<Vec<u8>>> {
                 coefficient: field(CKA_COEFFICIENT)?,
                 other_prime_infos: None,
             };
-            let inner = Zeroizing::new(key.to_der().map_err(|_| cannot("RSAPrivateKey encoding failed"))?);
+            let inner = Zeroizing::new(
+                key.to_der()
+                    .map_err(|_| cannot("RSAPrivateKey encoding failed"))?,
+            );
             let octets = OctetStringRef::new(&inner).map_err(|_| cannot("RSAPrivateKey too long"))?;
             let info = PrivateKeyInfoRef::new(pkcs1::ALGORITHM_ID, octets);
             Ok(Zeroizing::new(
-                info.to_der().map_err(|_| cannot("PrivateKeyInfo encoding failed"))?,
+                info.to_der()
+                    .map_err(|_| cannot("PrivateKeyInfo encoding failed"))?,
             ))
         }
         Some(CKK_EC | CKK_EC_EDWARDS) => {
@@ -135,7 +146,9 @@ pub fn encode(a: &Attributes) -> Result<Zeroizing<Vec<u8>>> {
                 Curve::P521 => p521::SecretKey::from_slice(value).map_err(bad)?.to_pkcs8_der(),
                 // Version 1 (no public key), the form OpenSSL and SoftHSM write.
                 Curve::Ed25519 => ed25519_dalek::pkcs8::KeypairBytes {
-                    secret_key: value.try_into().map_err(|_| cannot("an Ed25519 seed is 32 bytes"))?,
+                    secret_key: value
+                        .try_into()
+                        .map_err(|_| cannot("an Ed25519 seed is 32 bytes"))?,
                     public_key: None,
                 }
                 .to_pkcs8_der(),

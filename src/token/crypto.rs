@@ -147,7 +147,7 @@ impl Library {
             let key = match &mech {
                 Mechanism::Mac(m) => {
                     check_key(&obj, &mech, CKO_SECRET_KEY, CKA_SIGN)?;
-                    SignKey::Mac(mac_of(m, &obj)?)
+                    SignKey::Mac(Box::new(mac_of(m, &obj)?))
                 }
                 _ => {
                     check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
@@ -198,7 +198,7 @@ impl Library {
             let key = match &mech {
                 Mechanism::Mac(m) => {
                     check_key(&obj, &mech, CKO_SECRET_KEY, CKA_VERIFY)?;
-                    VerifyKey::Mac(mac_of(m, &obj)?)
+                    VerifyKey::Mac(Box::new(mac_of(m, &obj)?))
                 }
                 _ => {
                     check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;

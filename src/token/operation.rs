@@ -124,8 +124,9 @@ impl Input {
 pub enum SignKey {
     Rsa(Arc<PreparedKey>),
     Ec(Arc<ec::PrivateKey>),
-    /// A secret key of a MAC mechanism, already inside the MAC's state.
-    Mac(Mac),
+    /// A secret key of a MAC mechanism, keyed into the MAC's initial state (boxed: the hash
+    /// states are large beside an `Arc`).
+    Mac(Box<Mac>),
 }
 
 /// The public key of a verification.
@@ -133,8 +134,9 @@ pub enum SignKey {
 pub enum VerifyKey {
     Rsa(Arc<PublicKey>),
     Ec(Arc<ec::PublicKey>),
-    /// A secret key of a MAC mechanism, already inside the MAC's state.
-    Mac(Mac),
+    /// A secret key of a MAC mechanism, keyed into the MAC's initial state (boxed: the hash
+    /// states are large beside an `Arc`).
+    Mac(Box<Mac>),
 }
 
 pub struct SignOp {
@@ -147,7 +149,7 @@ pub struct SignOp {
 impl SignOp {
     pub fn new(mech: Mechanism, key: SignKey, needs_auth: bool) -> Self {
         let mac = match &key {
-            SignKey::Mac(m) => Some(m.clone()),
+            SignKey::Mac(m) => Some(Mac::clone(m)),
             _ => None,
         };
         SignOp {
@@ -196,7 +198,7 @@ pub struct VerifyOp {
 impl VerifyOp {
     pub fn new(mech: Mechanism, key: VerifyKey) -> Self {
         let mac = match &key {
-            VerifyKey::Mac(m) => Some(m.clone()),
+            VerifyKey::Mac(m) => Some(Mac::clone(m)),
             _ => None,
         };
         VerifyOp {

@@ -699,3 +699,122 @@ fn generates_an_8192_bit_key() {
         .unwrap_err();
     assert_eq!(rv(err), RvError::KeySizeRange);
 }
+
+/// DES and 3DES (withdrawn algorithms) and MD5-based MACs are deliberately absent: not in the
+/// list, and every function that takes a mechanism answers CKR_MECHANISM_INVALID for them.
+#[test]
+fn des_3des_and_md5_hmac_are_invalid_mechanisms_everywhere() {
+    let (_env, p, s) = setup();
+    let slot = s.get_session_info().unwrap().slot_id();
+    let r = Raw::load();
+    let h = s.handle();
+    let aes = s
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::ValueLen(16.into()),
+                Attribute::Sign(true),
+                Attribute::Verify(true),
+                Attribute::Wrap(true),
+                Attribute::Extractable(true),
+            ],
+        )
+        .unwrap();
+    let absent = [
+        CKM_DES_KEY_GEN,
+        CKM_DES_ECB,
+        CKM_DES_CBC,
+        CKM_DES_CBC_PAD,
+        CKM_DES_MAC,
+        CKM_DES_MAC_GENERAL,
+        CKM_DES2_KEY_GEN,
+        CKM_DES3_KEY_GEN,
+        CKM_DES3_ECB,
+        CKM_DES3_CBC,
+        CKM_DES3_CBC_PAD,
+        CKM_DES3_MAC,
+        CKM_DES3_MAC_GENERAL,
+        CKM_DES3_CMAC,
+        CKM_DES3_CMAC_GENERAL,
+        CKM_MD5_HMAC,
+        CKM_MD5_HMAC_GENERAL,
+    ];
+    let mut n = 0;
+    let mut list = vec![0; 200];
+    let mut iv = [0u8; 8];
+    let value_len: CK_ULONG = 24;
+    let template = [CK_ATTRIBUTE {
+        type_: CKA_VALUE_LEN,
+        pValue: &value_len as *const CK_ULONG as *mut _,
+        ulValueLen: std::mem::size_of::<CK_ULONG>() as _,
+    }];
+    // SAFETY: valid handles, mechanisms, a template and output buffers living across each call.
+    unsafe {
+        assert_eq!(
+            (r.f.C_GetMechanismList.unwrap())(slot.id(), std::ptr::null_mut(), &mut n),
+            CKR_OK
+        );
+        list.resize(n as usize, 0);
+        assert_eq!(
+            (r.f.C_GetMechanismList.unwrap())(slot.id(), list.as_mut_ptr(), &mut n),
+            CKR_OK
+        );
+        for t in absent {
+            assert!(!list.contains(&t), "0x{t:x} is not listed");
+            let mut info = CK_MECHANISM_INFO::default();
+            let calls: [(&str, CK_RV); 6] = [
+                (
+                    "C_GetMechanismInfo",
+                    (r.f.C_GetMechanismInfo.unwrap())(slot.id(), t, &mut info),
+                ),
+                (
+                    "C_EncryptInit",
+                    (r.f.C_EncryptInit.unwrap())(h, &mut raw_mech(t, Some(&mut iv)), aes.handle()),
+                ),
+                (
+                    "C_DecryptInit",
+                    (r.f.C_DecryptInit.unwrap())(h, &mut raw_mech::<u8>(t, None), aes.handle()),
+                ),
+                (
+                    "C_SignInit",
+                    (r.f.C_SignInit.unwrap())(h, &mut raw_mech::<u8>(t, None), aes.handle()),
+                ),
+                (
+                    "C_VerifyInit",
+                    (r.f.C_VerifyInit.unwrap())(h, &mut raw_mech::<u8>(t, None), aes.handle()),
+                ),
+                ("C_GenerateKey", {
+                    let mut key = 0;
+                    (r.f.C_GenerateKey.unwrap())(
+                        h,
+                        &mut raw_mech::<u8>(t, None),
+                        template.as_ptr() as *mut _,
+                        1,
+                        &mut key,
+                    )
+                }),
+            ];
+            for (f, got) in calls {
+                assert_eq!(got, CKR_MECHANISM_INVALID, "{f} with 0x{t:x}");
+            }
+            let mut len = 0;
+            assert_eq!(
+                (r.f.C_WrapKey.unwrap())(
+                    h,
+                    &mut raw_mech::<u8>(t, None),
+                    aes.handle(),
+                    aes.handle(),
+                    std::ptr::null_mut(),
+                    &mut len
+                ),
+                CKR_MECHANISM_INVALID,
+                "C_WrapKey with 0x{t:x}"
+            );
+        }
+    }
+    assert!(p
+        .get_mechanism_list(slot)
+        .unwrap()
+        .iter()
+        .all(|m| !m.to_string().contains("DES")));
+}

@@ -419,6 +419,25 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
             })
         }
         _ => {
+            if let Some((alg, general)) = mechanism::mac::mac_mechanism(t) {
+                // The full-length MACs take no parameter (one given is ignored, as for the
+                // hash-and-sign RSA mechanisms); `_GENERAL` needs its length.
+                let len = if general {
+                    // SAFETY: the caller's contract covers the parameter.
+                    let Some(n) = (unsafe { param::<CK_MAC_GENERAL_PARAMS>(m) })? else {
+                        return fail_because(
+                            CKR_MECHANISM_PARAM_INVALID,
+                            format!(
+                                "mechanism 0x{t:x} needs CK_MAC_GENERAL_PARAMS (the MAC length in bytes)"
+                            ),
+                        );
+                    };
+                    Some(n as usize)
+                } else {
+                    None
+                };
+                return Ok(Mechanism::Mac(mechanism::mac::MacMechanism::new(alg, len)?));
+            }
             if let Some(h) = HashAlg::from_digest_mechanism(t) {
                 Mechanism::Digest(h)
             } else if let Some(h) = mechanism::hash_of_ecdsa_mechanism(t) {

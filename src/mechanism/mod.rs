@@ -1,6 +1,7 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
-//! Rust values, the RSA schemes built on the engine, and the elliptic-curve ones (`ec`,
-//! `eddsa`, encodings in `ec_params`). No C pointers here.
+//! Rust values, the RSA schemes built on the engine, the elliptic-curve ones (`ec`, `eddsa`,
+//! encodings in `ec_params`), AES modes and key wrapping, and the MACs (`mac`). No C pointers
+//! here.
 
 pub mod aes;
 pub mod aes_modes;
@@ -8,6 +9,7 @@ pub mod ec;
 pub mod ec_params;
 pub mod eddsa;
 pub mod hash;
+pub mod mac;
 pub mod rsa;
 pub mod rsa_pad;
 
@@ -63,6 +65,8 @@ pub enum Mechanism {
     Ecdh1Derive {
         public_data: Vec<u8>,
     },
+    /// `CKM_SHAx_HMAC`, `CKM_AES_CMAC` and their `_GENERAL` variants.
+    Mac(mac::MacMechanism),
 }
 
 impl Mechanism {
@@ -87,13 +91,19 @@ impl Mechanism {
             Mechanism::Ecdsa(Some(h)) => hash_ecdsa_mechanism(*h).unwrap_or(CKM_ECDSA),
             Mechanism::EdDsa => CKM_EDDSA,
             Mechanism::Ecdh1Derive { .. } => CKM_ECDH1_DERIVE,
+            Mechanism::Mac(m) => m.mechanism_type(),
         }
     }
 
-    /// The key type the mechanism works with; `None` for digests.
+    /// The key type the mechanism works with; `None` for digests. A MAC names its usual one
+    /// (`accepts_key_type` has all it takes).
     pub fn key_type(&self) -> Option<CK_KEY_TYPE> {
         match self {
             Mechanism::Digest(_) => None,
+            Mechanism::Mac(m) => Some(match m.alg {
+                mac::MacAlg::AesCmac => CKK_AES,
+                mac::MacAlg::Hmac(_) => CKK_GENERIC_SECRET,
+            }),
             Mechanism::AesKeyGen | Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Aes(_) => {
                 Some(CKK_AES)
             }
@@ -104,10 +114,20 @@ impl Mechanism {
         }
     }
 
+    /// Whether a key of type `kt` suits the mechanism: the one `key_type`, or for a MAC any
+    /// of the types it takes.
+    pub fn accepts_key_type(&self, kt: Option<CK_KEY_TYPE>) -> bool {
+        match (self, kt) {
+            (Mechanism::Mac(m), Some(kt)) => m.alg.accepts_key_type(kt),
+            _ => self.key_type().is_some() && kt == self.key_type(),
+        }
+    }
+
     /// The hash a mechanism applies to the data before signing (hash-and-sign mechanisms).
     pub fn prehash(&self) -> Option<HashAlg> {
         match self {
             Mechanism::Ecdsa(h) => *h,
+            Mechanism::Mac(_) => None,
             m => rsa::prehash(m),
         }
     }
@@ -244,15 +264,11 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     v.push((CKM_GENERIC_SECRET_KEY_GEN, info(8, 4096, CKF_GENERATE)));
     v.push((CKM_AES_KEY_WRAP, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
     v.push((CKM_AES_KEY_WRAP_PAD, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
-    for m in [
-        CKM_AES_ECB,
-        CKM_AES_CBC,
-        CKM_AES_CBC_PAD,
-        CKM_AES_CTR,
-        CKM_AES_GCM,
-    ] {
+    for m in [CKM_AES_ECB, CKM_AES_CBC, CKM_AES_CTR, CKM_AES_GCM] {
         v.push((m, info(16, 32, crypt)));
     }
+    // CBC-PAD also wraps keys (secret values, private keys as PKCS#8), as SoftHSM's does.
+    v.push((CKM_AES_CBC_PAD, info(16, 32, crypt | CKF_WRAP | CKF_UNWRAP)));
     // Prime-field curves, named by OID or by name, points uncompressed (PKCS#11 3.0 §2.3.1).
     let ec = CKF_EC_F_P | CKF_EC_OID | CKF_EC_CURVENAME | CKF_EC_UNCOMPRESS;
     v.push((
@@ -270,6 +286,11 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
         info(ED25519_BITS, ED25519_BITS, CKF_GENERATE_KEY_PAIR | ed),
     ));
     v.push((CKM_EDDSA, info(ED25519_BITS, ED25519_BITS, sign | ed)));
+    // MAC key sizes are in bytes (SoftHSM's and NSS's unit for these mechanisms).
+    for (m, alg) in mac::mechanism_types() {
+        let (min, max) = alg.key_sizes();
+        v.push((m, info(min as CK_ULONG, max as CK_ULONG, sign)));
+    }
     v
 }
 

@@ -1,14 +1,18 @@
-//! Cryptographic functions of the library: sign, verify, encrypt, decrypt, digest, wrap and
-//! unwrap. Checks key class, usage flags and allowed mechanisms before any work.
+//! Cryptographic functions of the library: sign and verify (private keys and MACs), encrypt,
+//! decrypt, digest, wrap and unwrap (secret keys, and private keys as PKCS#8). Checks key class, usage flags and allowed mechanisms before any work.
 
 use super::attributes::Template;
 use super::library::{Library, Output};
 use super::object::Object;
-use super::operation::{CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignOp, VerifyOp};
+use super::operation::{
+    CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignKey, SignOp, VerifyKey, VerifyOp,
+};
+use super::pkcs8;
 use super::policy;
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::aes_modes::AesCrypt;
+use crate::mechanism::aes_modes::{AesCrypt, AesMode};
+use crate::mechanism::mac::{Mac, MacMechanism};
 use crate::mechanism::{self, ec, ec_params, rsa, Mechanism};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
@@ -29,7 +33,7 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
     let class_ok = obj.attrs.class() == Some(class)
         // Verification and encryption also accept a private key object: it holds the public half.
         || (class == CKO_PUBLIC_KEY && obj.attrs.class() == Some(CKO_PRIVATE_KEY));
-    let type_ok = mech.key_type().is_some() && obj.attrs.key_type() == mech.key_type();
+    let type_ok = mech.accepts_key_type(obj.attrs.key_type());
     if !class_ok || !type_ok {
         return fail_because(
             CKR_KEY_TYPE_INCONSISTENT,
@@ -62,6 +66,11 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
         );
     }
     Ok(())
+}
+
+/// A MAC of `mech` keyed with the secret key `obj` (its class, type and usage checked).
+fn mac_of(mech: &MacMechanism, obj: &Object) -> Result<Mac> {
+    Mac::new(mech, obj.attrs.get(CKA_VALUE).unwrap_or(&[]))
 }
 
 fn supports(mech: &Mechanism, flag: CK_FLAGS) -> Result<()> {
@@ -135,9 +144,18 @@ impl Library {
             }
             supports(&mech, CKF_SIGN)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
+            let key = match &mech {
+                Mechanism::Mac(m) => {
+                    check_key(&obj, &mech, CKO_SECRET_KEY, CKA_SIGN)?;
+                    SignKey::Mac(Box::new(mac_of(m, &obj)?))
+                }
+                _ => {
+                    check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
+                    obj.sign_key()?
+                }
+            };
             let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-            s.sign = Some(SignOp::new(mech, obj.sign_key()?, needs_auth));
+            s.sign = Some(SignOp::new(mech, key, needs_auth));
             Ok(())
         })
     }
@@ -177,8 +195,17 @@ impl Library {
             }
             supports(&mech, CKF_VERIFY)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
-            s.verify = Some(VerifyOp::new(mech, obj.verify_key()?));
+            let key = match &mech {
+                Mechanism::Mac(m) => {
+                    check_key(&obj, &mech, CKO_SECRET_KEY, CKA_VERIFY)?;
+                    VerifyKey::Mac(Box::new(mac_of(m, &obj)?))
+                }
+                _ => {
+                    check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
+                    obj.verify_key()?
+                }
+            };
+            s.verify = Some(VerifyOp::new(mech, key));
             Ok(())
         })
     }
@@ -419,6 +446,9 @@ impl Library {
         })
     }
 
+    /// `C_WrapKey`: a secret key's value, or a private key as PKCS#8 `PrivateKeyInfo` (the
+    /// form SoftHSM and OpenSSL use), encrypted under the wrapping key. What may leave the
+    /// token is decided by `policy::check_wrap` alone, for every kind of key.
     pub fn wrap_key(
         &self,
         h: CK_SESSION_HANDLE,
@@ -433,33 +463,41 @@ impl Library {
                 .object(wrapping)
                 .map_err(|_| Error(CKR_WRAPPING_KEY_HANDLE_INVALID))?;
             let target = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            if target.attrs.class() != Some(CKO_SECRET_KEY) {
-                return fail_because(CKR_KEY_NOT_WRAPPABLE, "only secret keys can be wrapped");
+            if !matches!(target.attrs.class(), Some(CKO_SECRET_KEY | CKO_PRIVATE_KEY)) {
+                return fail_because(CKR_KEY_NOT_WRAPPABLE, "only secret and private keys can be wrapped");
             }
             policy::check_wrap(&wrapper.attrs, &target.attrs)?;
-            let value = target.attrs.get(CKA_VALUE).unwrap_or(&[]);
+            let value = match target.attrs.class() {
+                Some(CKO_PRIVATE_KEY) => pkcs8::encode(&target.attrs)?,
+                _ => Zeroizing::new(target.attrs.get(CKA_VALUE).unwrap_or(&[]).to_vec()),
+            };
+            let wrapping_key = |class| {
+                check_key(&wrapper, &mech, class, CKA_WRAP).map_err(|e| {
+                    if e.0 == CKR_KEY_TYPE_INCONSISTENT {
+                        Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT)
+                    } else {
+                        e
+                    }
+                })
+            };
             let wrapped = match &mech {
                 Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
-                    check_key(&wrapper, &mech, CKO_SECRET_KEY, CKA_WRAP).map_err(|e| {
-                        if e.0 == CKR_KEY_TYPE_INCONSISTENT {
-                            Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT)
-                        } else {
-                            e
-                        }
-                    })?;
+                    wrapping_key(CKO_SECRET_KEY)?;
                     let kek = wrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
                     let pad = mech == Mechanism::AesKeyWrapPad;
-                    mechanism::aes::wrap(kek, value, pad).ok_or(Error(CKR_KEY_SIZE_RANGE))?
+                    mechanism::aes::wrap(kek, &value, pad).ok_or_else(|| {
+                        log::info!("CKR_KEY_SIZE_RANGE: CKM_AES_KEY_WRAP takes a multiple of 8 bytes, at least 16; CKM_AES_KEY_WRAP_PAD takes any length");
+                        Error(CKR_KEY_SIZE_RANGE)
+                    })?
+                }
+                Mechanism::Aes(mode @ AesMode::CbcPad { .. }) => {
+                    wrapping_key(CKO_SECRET_KEY)?;
+                    let kek = wrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                    AesCrypt::new(mode.clone(), kek, true)?.single(&value)?.to_vec()
                 }
                 Mechanism::RsaOaep(_) => {
-                    check_key(&wrapper, &mech, CKO_PUBLIC_KEY, CKA_WRAP).map_err(|e| {
-                        if e.0 == CKR_KEY_TYPE_INCONSISTENT {
-                            Error(CKR_WRAPPING_KEY_TYPE_INCONSISTENT)
-                        } else {
-                            e
-                        }
-                    })?;
-                    rsa::encrypt(&mech, &*wrapper.public_key()?, value).map_err(|e| {
+                    wrapping_key(CKO_PUBLIC_KEY)?;
+                    rsa::encrypt(&mech, &*wrapper.public_key()?, &value).map_err(|e| {
                         if e.0 == CKR_DATA_LEN_RANGE {
                             Error(CKR_KEY_SIZE_RANGE)
                         } else {
@@ -476,6 +514,9 @@ impl Library {
         })
     }
 
+    /// `C_UnwrapKey`: a secret key (the template's class, or no class), or a private key
+    /// (`CKO_PRIVATE_KEY`) from the PKCS#8 inside; the unwrapping key's
+    /// `CKA_UNWRAP_TEMPLATE` applies first (`policy::unwrap_template`).
     pub fn unwrap_key(
         &self,
         h: CK_SESSION_HANDLE,
@@ -489,24 +530,37 @@ impl Library {
                 .token
                 .object(unwrapping)
                 .map_err(|_| Error(CKR_UNWRAPPING_KEY_HANDLE_INVALID))?;
-            let inconsistent = |e: Error| {
-                if e.0 == CKR_KEY_TYPE_INCONSISTENT {
-                    Error(CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT)
-                } else {
-                    e
-                }
+            let unwrapping_key = |class| {
+                check_key(&unwrapper, &mech, class, CKA_UNWRAP).map_err(|e| {
+                    if e.0 == CKR_KEY_TYPE_INCONSISTENT {
+                        Error(CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT)
+                    } else {
+                        e
+                    }
+                })
             };
             let value = match &mech {
                 Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
-                    check_key(&unwrapper, &mech, CKO_SECRET_KEY, CKA_UNWRAP).map_err(inconsistent)?;
+                    unwrapping_key(CKO_SECRET_KEY)?;
                     let kek = unwrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
                     let pad = mech == Mechanism::AesKeyWrapPad;
                     Zeroizing::new(
                         mechanism::aes::unwrap(kek, wrapped, pad).ok_or(Error(CKR_WRAPPED_KEY_INVALID))?,
                     )
                 }
+                Mechanism::Aes(mode @ AesMode::CbcPad { .. }) => {
+                    unwrapping_key(CKO_SECRET_KEY)?;
+                    if wrapped.is_empty() || !wrapped.len().is_multiple_of(16) {
+                        return fail(CKR_WRAPPED_KEY_LEN_RANGE);
+                    }
+                    let kek = unwrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                    // Bad padding is one more malformed blob: the same code as a bad key.
+                    AesCrypt::new(mode.clone(), kek, false)?
+                        .single(wrapped)
+                        .map_err(|_| Error(CKR_WRAPPED_KEY_INVALID))?
+                }
                 Mechanism::RsaOaep(_) => {
-                    check_key(&unwrapper, &mech, CKO_PRIVATE_KEY, CKA_UNWRAP).map_err(inconsistent)?;
+                    unwrapping_key(CKO_PRIVATE_KEY)?;
                     let key = unwrapper.prepared_key()?;
                     if wrapped.len() != key.modulus_len() {
                         return fail(CKR_WRAPPED_KEY_LEN_RANGE);
@@ -516,6 +570,9 @@ impl Library {
                 _ => return fail(CKR_MECHANISM_INVALID),
             };
             let template = policy::unwrap_template(&unwrapper.attrs, template)?;
+            if template.attrs().class() == Some(CKO_PRIVATE_KEY) {
+                return self.add_unwrapped_private(s, template, &value);
+            }
             self.add_unwrapped(s, template, value.to_vec())
         })
     }

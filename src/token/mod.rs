@@ -10,6 +10,7 @@ mod library;
 pub mod object;
 pub mod objects;
 mod operation;
+mod pkcs8;
 pub mod policy;
 pub mod records;
 mod session;

@@ -380,6 +380,59 @@ impl Library {
     }
 }
 
+impl Library {
+    /// Stores an unwrapped private key: `template` (class `CKO_PRIVATE_KEY`) plus the key
+    /// material of the PKCS#8 `der`. The template's `CKA_KEY_TYPE`, and any key material it
+    /// names, must agree with what is inside; the object then goes through the checks of
+    /// `C_CreateObject` (RSA CRT consistency, EC scalar in range), with `CKA_LOCAL`,
+    /// `CKA_ALWAYS_SENSITIVE` and `CKA_NEVER_EXTRACTABLE` false (`Origin::Unwrapped`).
+    pub(super) fn add_unwrapped_private(
+        &self,
+        s: &Session,
+        template: Template,
+        der: &[u8],
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let key = super::pkcs8::decode(der)?;
+        // The key alone first, through the checks C_CreateObject runs: a key that fails them
+        // is a bad wrapped key (CKR_WRAPPED_KEY_INVALID), not a bad template.
+        let mut probe = Attributes::new();
+        probe.set_ulong(CKA_CLASS, CKO_PRIVATE_KEY);
+        probe.set_ulong(CKA_KEY_TYPE, key.key_type);
+        for (a, v) in &key.attrs {
+            probe.set_zeroizing(*a, v.clone());
+        }
+        derive_key_attributes(&mut probe).map_err(|e| {
+            log::info!(
+                "CKR_WRAPPED_KEY_INVALID: the unwrapped private key fails its checks (0x{:x})",
+                e.0
+            );
+            Error(CKR_WRAPPED_KEY_INVALID)
+        })?;
+        drop(probe);
+        let mut t = template.into_attributes();
+        if let Some(kt) = t.key_type().filter(|kt| *kt != key.key_type) {
+            return fail_because(
+                CKR_TEMPLATE_INCONSISTENT,
+                format!(
+                    "the template's CKA_KEY_TYPE 0x{kt:x} is not the wrapped key's 0x{:x}",
+                    key.key_type
+                ),
+            );
+        }
+        t.set_ulong(CKA_KEY_TYPE, key.key_type);
+        for (a, v) in key.attrs {
+            if t.get(a).is_some_and(|mine| mine != v.as_slice()) {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    format!("the template's attribute 0x{a:x} differs from the wrapped key's"),
+                );
+            }
+            t.set_zeroizing(a, v);
+        }
+        self.new_object(s, t, Origin::Unwrapped)
+    }
+}
+
 /// Adds `CKA_CLASS`/`CKA_KEY_TYPE` when the template leaves them out (Knot does); refuses
 /// a template that names others.
 fn with_class(t: Template, class: CK_OBJECT_CLASS, key_type: CK_KEY_TYPE) -> Result<Attributes> {

@@ -1,9 +1,11 @@
-//! State of the operations a session runs: signing and verifying (single and multi-part),
-//! encryption, decryption, digesting, and object searches.
+//! State of the operations a session runs: signing and verifying (single and multi-part, with
+//! private keys or, for MACs, secret keys), encryption, decryption, digesting, and object
+//! searches.
 
 use crate::engine::{PreparedKey, PublicKey};
 use crate::error::{fail, fail_because, Result};
 use crate::mechanism::aes_modes::AesCrypt;
+use crate::mechanism::mac::Mac;
 use crate::mechanism::{self, ec, rsa, Hasher, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
@@ -26,20 +28,28 @@ pub struct Input {
     hasher: Option<Hasher>,
     /// The message so far of a multi-part `CKM_EDDSA`.
     buffer: Option<Vec<u8>>,
+    /// The keyed state of a MAC mechanism: the MAC so far.
+    mac: Option<Mac>,
     pub stage: Operation,
 }
 
 impl Input {
-    fn new(mech: Mechanism) -> Self {
+    fn new(mech: Mechanism, mac: Option<Mac>) -> Self {
         Input {
             hasher: mech.prehash().map(|h| h.hasher()),
             buffer: (mech == Mechanism::EdDsa).then(Vec::new),
+            mac,
             mech,
             stage: Operation::Fresh,
         }
     }
 
     fn update(&mut self, data: &[u8]) -> Result<()> {
+        if let Some(m) = &mut self.mac {
+            m.update(data);
+            self.stage = Operation::MultiPart;
+            return Ok(());
+        }
         match (&mut self.hasher, &mut self.buffer) {
             (Some(h), _) => {
                 h.update(data);
@@ -67,13 +77,33 @@ impl Input {
         }
     }
 
-    /// The value the padding takes: the hash of everything, or the data of a one-shot raw call.
-    fn finish(&self, one_shot: Option<&[u8]>) -> Result<Vec<u8>> {
-        match (one_shot, &self.hasher) {
-            (Some(_), _) if self.stage == Operation::MultiPart => fail_because(
+    /// Refuses a one-shot call once parts have been given (PKCS#11: only the Final call
+    /// ends a multi-part operation).
+    fn check_one_shot(&self, one_shot: Option<&[u8]>) -> Result<()> {
+        if one_shot.is_some() && self.stage == Operation::MultiPart {
+            return fail_because(
                 CKR_OPERATION_ACTIVE,
                 "a multi-part operation is running; finish it with the Final call",
-            ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The MAC state with every part in, `None` for other mechanisms.
+    fn finish_mac(&self, one_shot: Option<&[u8]>) -> Result<Option<Mac>> {
+        self.check_one_shot(one_shot)?;
+        Ok(self.mac.clone().map(|mut m| {
+            if let Some(data) = one_shot {
+                m.update(data);
+            }
+            m
+        }))
+    }
+
+    /// The value the padding takes: the hash of everything, or the data of a one-shot raw call.
+    fn finish(&self, one_shot: Option<&[u8]>) -> Result<Vec<u8>> {
+        self.check_one_shot(one_shot)?;
+        match (one_shot, &self.hasher) {
             (Some(data), Some(h)) => {
                 let mut h = h.clone();
                 h.update(data);
@@ -94,6 +124,9 @@ impl Input {
 pub enum SignKey {
     Rsa(Arc<PreparedKey>),
     Ec(Arc<ec::PrivateKey>),
+    /// A secret key of a MAC mechanism, keyed into the MAC's initial state (boxed: the hash
+    /// states are large beside an `Arc`).
+    Mac(Box<Mac>),
 }
 
 /// The public key of a verification.
@@ -101,6 +134,9 @@ pub enum SignKey {
 pub enum VerifyKey {
     Rsa(Arc<PublicKey>),
     Ec(Arc<ec::PublicKey>),
+    /// A secret key of a MAC mechanism, keyed into the MAC's initial state (boxed: the hash
+    /// states are large beside an `Arc`).
+    Mac(Box<Mac>),
 }
 
 pub struct SignOp {
@@ -112,8 +148,12 @@ pub struct SignOp {
 
 impl SignOp {
     pub fn new(mech: Mechanism, key: SignKey, needs_auth: bool) -> Self {
+        let mac = match &key {
+            SignKey::Mac(m) => Some(Mac::clone(m)),
+            _ => None,
+        };
         SignOp {
-            input: Input::new(mech),
+            input: Input::new(mech, mac),
             key,
             needs_auth,
         }
@@ -123,6 +163,7 @@ impl SignOp {
         match &self.key {
             SignKey::Rsa(k) => k.modulus_len(),
             SignKey::Ec(k) => k.signature_len(),
+            SignKey::Mac(m) => m.output_len(),
         }
     }
 
@@ -137,10 +178,14 @@ impl SignOp {
                 "this key has CKA_ALWAYS_AUTHENTICATE: call C_Login with CKU_CONTEXT_SPECIFIC first",
             );
         }
+        if let Some(mac) = self.input.finish_mac(one_shot)? {
+            return Ok(mac.finalize());
+        }
         let value = self.input.finish(one_shot)?;
         match &self.key {
             SignKey::Rsa(k) => rsa::sign(&self.input.mech, k, &value),
             SignKey::Ec(k) => k.sign(&value),
+            SignKey::Mac(_) => fail(CKR_OPERATION_NOT_INITIALIZED),
         }
     }
 }
@@ -152,8 +197,12 @@ pub struct VerifyOp {
 
 impl VerifyOp {
     pub fn new(mech: Mechanism, key: VerifyKey) -> Self {
+        let mac = match &key {
+            VerifyKey::Mac(m) => Some(Mac::clone(m)),
+            _ => None,
+        };
         VerifyOp {
-            input: Input::new(mech),
+            input: Input::new(mech, mac),
             key,
         }
     }
@@ -163,10 +212,14 @@ impl VerifyOp {
     }
 
     pub fn verify(&self, one_shot: Option<&[u8]>, signature: &[u8]) -> Result<()> {
+        if let Some(mac) = self.input.finish_mac(one_shot)? {
+            return mac.verify(signature);
+        }
         let value = self.input.finish(one_shot)?;
         match &self.key {
             VerifyKey::Rsa(k) => rsa::verify(&self.input.mech, k, &value, signature),
             VerifyKey::Ec(k) => k.verify(&value, signature),
+            VerifyKey::Mac(_) => fail(CKR_OPERATION_NOT_INITIALIZED),
         }
     }
 }

@@ -287,6 +287,7 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
     match (class, key_type) {
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(CKK_RSA | CKK_EC | CKK_EC_EDWARDS)) => {}
         (CKO_SECRET_KEY, Some(CKK_AES | CKK_GENERIC_SECRET)) => {}
+        (CKO_SECRET_KEY, Some(k)) if crate::mechanism::mac::HMAC_KEY_TYPES.contains(&k) => {}
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY | CKO_SECRET_KEY, None) => {
             return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_KEY_TYPE is missing")
         }

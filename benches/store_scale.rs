@@ -168,8 +168,16 @@ fn main() {
         .unwrap_or(100_000);
     let touch = touch.unwrap_or(n.min(20_000)).min(n);
     let server = args.iter().any(|a| a == "--postgres").then(pg::Pg::start);
-    let dir = tempfile::tempdir().unwrap();
-    let conf = store_conf(dir.path(), server.as_ref(), cache_mib.map(|m| m as u32));
+    // `--keep DIR` fills a store in DIR once and measures it again on later runs (SQLite).
+    let kept = args
+        .iter()
+        .position(|a| a == "--keep")
+        .map(|i| std::path::PathBuf::from(&args[i + 1]));
+    let temp = tempfile::tempdir().unwrap();
+    let dir_path = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&dir_path).unwrap();
+    let refill = !(kept.is_some() && server.is_none() && dir_path.join("store/ferrohsm.db").exists());
+    let conf = store_conf(&dir_path, server.as_ref(), cache_mib.map(|m| m as u32));
     std::env::set_var("FERROHSM_CONF", &conf);
     let pin = AuthPin::new("bench-pin".into());
 
@@ -179,14 +187,18 @@ fn main() {
         .collect();
     let p = load();
     let slot = p.get_all_slots().unwrap()[0];
-    p.init_token(slot, &pin, "scale").unwrap();
+    if refill {
+        p.init_token(slot, &pin, "scale").unwrap();
+    }
     let s = p.open_rw_session(slot).unwrap();
-    s.login(UserType::So, Some(&pin)).unwrap();
-    s.init_pin(&pin).unwrap();
-    s.logout().unwrap();
+    if refill {
+        s.login(UserType::So, Some(&pin)).unwrap();
+        s.init_pin(&pin).unwrap();
+        s.logout().unwrap();
+    }
     s.login(UserType::User, Some(&pin)).unwrap();
     let start = Instant::now();
-    for i in 0..n {
+    for i in (0..n).filter(|_| refill) {
         let k = &keys[i % keys.len()];
         s.create_object(&[
             Attribute::Class(ObjectClass::PRIVATE_KEY),
@@ -218,7 +230,7 @@ fn main() {
     s.close().unwrap();
     p.finalize().unwrap();
     let db_size = match &server {
-        None => std::fs::metadata(dir.path().join("store/ferrohsm.db")).map_or(0, |m| m.len()),
+        None => std::fs::metadata(dir_path.join("store/ferrohsm.db")).map_or(0, |m| m.len()),
         Some(server) => {
             let url = std::fs::read_to_string(&conf)
                 .unwrap()
@@ -315,6 +327,9 @@ fn main() {
     p.finalize().unwrap();
     let rss_after = rss_kib();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    if !refill {
+        println!("(the store was kept from an earlier run: its fill figures are that run's)");
+    }
     println!(
         "{} store, objects: {n} RSA-2048 private keys; store {:.1} MiB; fill {:.1} s ({:.0} objects/s)",
         if server.is_some() { "postgres" } else { "sqlite" },

@@ -368,6 +368,11 @@ mod tests {
     fn out_of_range_values_are_refused_with_the_key_and_range() {
         for (text, key, allowed) in [
             ("[pin]\nkdf_passes = 0\n", "pin.kdf_passes", "between 1 and 64"),
+            (
+                "[store]\ncache_mib = 0\n",
+                "store.cache_mib",
+                "between 1 and 1048576",
+            ),
             ("[pin]\nkdf_passes = 65\n", "pin.kdf_passes", "between 1 and 64"),
             (
                 "[pin]\nkdf_memory_kib = 1\n",

@@ -392,3 +392,50 @@ fn log_lines_go_to_the_configured_file_without_secrets() {
         "a PIN reached the log: {text}"
     );
 }
+
+/// With `store.cache_mib = 1` (room for about 45 prepared RSA-2048 keys), 120 keys used in
+/// turn, twice, are each read again and prepared again after their eviction, and sign with
+/// the right key every time; a key destroyed after its eviction is gone.
+#[test]
+fn a_small_object_cache_still_serves_every_key() {
+    let env = TestEnv::new();
+    let text = std::fs::read_to_string(env.conf()).unwrap();
+    std::fs::write(
+        env.conf(),
+        text.replacen("[store]\n", "[store]\ncache_mib = 1\n", 1),
+    )
+    .unwrap();
+    let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
+    let keys: Vec<rsa::PrivateKey> = (0..3)
+        .map(|_| rsa::PrivateKey::new(&mut rng, 2048).unwrap())
+        .collect();
+    let p = load();
+    let slot = new_token(&p, "small-cache");
+    let s = user_session(&p, slot);
+    let handles: Vec<_> = (0..120u32)
+        .map(|i| import(&s, &keys[i as usize % 3], &i.to_be_bytes(), b"cached"))
+        .collect();
+    let digest = Sha256::digest(b"evicted and back");
+    for round in 0..2 {
+        for (i, key) in handles.iter().enumerate() {
+            let found = find_one(&s, ObjectClass::PRIVATE_KEY, &(i as u32).to_be_bytes());
+            assert_eq!(found, *key, "round {round}, key {i}");
+            let sig = s
+                .sign(&Mechanism::Sha256RsaPkcs, found, b"evicted and back")
+                .unwrap();
+            keys[i % 3]
+                .to_public_key()
+                .verify(Pkcs1v15Sign::new::<Sha256>(), &digest, &sig)
+                .unwrap_or_else(|e| panic!("round {round}, key {i}: {e}"));
+        }
+    }
+    // Key 0 was used first and has long left the cache.
+    s.destroy_object(handles[0]).unwrap();
+    let err = rv(s
+        .sign(&Mechanism::Sha256RsaPkcs, handles[0], b"gone")
+        .unwrap_err());
+    assert!(
+        matches!(err, RvError::KeyHandleInvalid | RvError::ObjectHandleInvalid),
+        "{err:?}"
+    );
+}

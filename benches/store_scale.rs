@@ -53,6 +53,15 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The private key the fill stored under `id`, as a signer finds it.
+fn find_by_id(s: &cryptoki::session::Session, id: u64) -> Vec<cryptoki::object::ObjectHandle> {
+    s.find_objects(&[
+        Attribute::Class(ObjectClass::PRIVATE_KEY),
+        Attribute::Id(id.to_be_bytes().to_vec()),
+    ])
+    .unwrap()
+}
+
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() - 1) as f64 * p).round() as usize]
@@ -276,12 +285,7 @@ fn main() {
         for j in 0..50 {
             let id = ((round * 7919 + j * 104_729) % n) as u64;
             let t = Instant::now();
-            let found = s
-                .find_objects(&[
-                    Attribute::Class(ObjectClass::PRIVATE_KEY),
-                    Attribute::Id(id.to_be_bytes().to_vec()),
-                ])
-                .unwrap();
+            let found = find_by_id(&s, id);
             find_t.push(t.elapsed());
             assert_eq!(found.len(), 1);
             if j < 5 {
@@ -306,12 +310,7 @@ fn main() {
         x ^= x << 17;
         let id = x % n as u64;
         let t = Instant::now();
-        let found = s
-            .find_objects(&[
-                Attribute::Class(ObjectClass::PRIVATE_KEY),
-                Attribute::Id(id.to_be_bytes().to_vec()),
-            ])
-            .unwrap();
+        let found = find_by_id(&s, id);
         warm_t.push(t.elapsed());
         assert_eq!(found.len(), 1);
     }
@@ -322,12 +321,7 @@ fn main() {
     let touch_start = Instant::now();
     for i in 0..touch {
         let id = (i * 104_729 % n) as u64;
-        let found = s
-            .find_objects(&[
-                Attribute::Class(ObjectClass::PRIVATE_KEY),
-                Attribute::Id(id.to_be_bytes().to_vec()),
-            ])
-            .unwrap();
+        let found = find_by_id(&s, id);
         s.sign(&Mechanism::Sha256RsaPkcs, found[0], b"touch").unwrap();
         if (i + 1) % (touch / 4).max(1) == 0 {
             rss_touch.push((i + 1, rss_kib()));

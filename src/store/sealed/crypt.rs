@@ -61,13 +61,7 @@ impl Wrap<'_> {
             return None;
         }
         let rest = self.0.get(1 + SALT_LEN + 8..)?;
-        let (nonce, ct) = rest.split_at_checked(NONCE_LEN)?;
-        let plain = Zeroizing::new(
-            Aes256Gcm::new_from_slice(&pin_key[..])
-                .ok()?
-                .decrypt(nonce.try_into().ok()?, Payload { msg: ct, aad })
-                .ok()?,
-        );
+        let plain = Cipher::new(pin_key).open(rest, aad)?;
         let mut k = Zeroizing::new([0u8; 32]);
         if plain.len() != 32 {
             return None;
@@ -86,34 +80,23 @@ pub fn wrap_token_key(token_key: &Key, pin: &[u8], p: KdfParams, aad: &[u8]) -> 
 }
 
 pub fn wrap_with(token_key: &Key, pin_key: &Key, salt: &[u8], p: KdfParams, aad: &[u8]) -> Vec<u8> {
-    let nonce: [u8; NONCE_LEN] = random();
-    let ct = Aes256Gcm::new_from_slice(&pin_key[..])
-        .expect("32-byte key")
-        .encrypt(
-            (&nonce).into(),
-            Payload {
-                msg: &token_key[..],
-                aad,
-            },
-        )
-        .expect("AES-GCM encryption");
     let mut out = vec![WRAP_VERSION];
     out.extend_from_slice(salt);
     out.extend_from_slice(&p.memory_kib.to_be_bytes());
     out.extend_from_slice(&p.passes.to_be_bytes());
-    out.extend_from_slice(&nonce);
-    out.extend_from_slice(&ct);
+    out.extend_from_slice(&Cipher::new(pin_key).seal(&token_key[..], aad));
     out
 }
 
-/// AES-256-GCM of attribute values under one token key; `aad` names token, object and
-/// attribute. Made once per record: expanding the key for every attribute cost more than
+/// AES-256-GCM under one key, a fresh nonce in front of each ciphertext: attribute values
+/// under the token key (`aad` names token, object and attribute) and the token key under a
+/// PIN key. Made once per record: expanding the key for every attribute cost more than
 /// decrypting the attribute (half of a find by id, profiled). Its round keys are zeroized on drop.
-pub struct AttrCipher(Aes256Gcm);
+pub struct Cipher(Aes256Gcm);
 
-impl AttrCipher {
+impl Cipher {
     pub fn new(key: &Key) -> Self {
-        AttrCipher(Aes256Gcm::new_from_slice(&key[..]).expect("32-byte key"))
+        Cipher(Aes256Gcm::new_from_slice(&key[..]).expect("32-byte key"))
     }
 
     pub fn seal(&self, value: &[u8], aad: &[u8]) -> Vec<u8> {

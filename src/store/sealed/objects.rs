@@ -84,7 +84,7 @@ impl Sealed {
         };
         let sealed: Vec<(u64, Vec<u8>)> = match key {
             Some(k) if !record.secret.is_empty() => {
-                let cipher = crypt::AttrCipher::new(k);
+                let cipher = crypt::Cipher::new(k);
                 record
                     .secret
                     .iter()
@@ -144,7 +144,7 @@ impl Sealed {
             // Public objects stay visible; their secret values wait for a login.
             return Ok(Some(object(fields)));
         };
-        let cipher = crypt::AttrCipher::new(key);
+        let cipher = crypt::Cipher::new(key);
         for (t, v) in sealed {
             let plain = cipher
                 .open(&v, &attr_aad(slot, id, t))

@@ -23,18 +23,6 @@ pub struct PrivateKeyMaterial {
     pub attrs: Vec<(CK_ATTRIBUTE_TYPE, Zeroizing<Vec<u8>>)>,
 }
 
-/// The RSA private key attributes in `RSAPrivateKey` field order.
-const RSA_FIELDS: [CK_ATTRIBUTE_TYPE; 8] = [
-    CKA_MODULUS,
-    CKA_PUBLIC_EXPONENT,
-    CKA_PRIVATE_EXPONENT,
-    CKA_PRIME_1,
-    CKA_PRIME_2,
-    CKA_EXPONENT_1,
-    CKA_EXPONENT_2,
-    CKA_COEFFICIENT,
-];
-
 fn invalid(why: &str) -> Error {
     log::info!("CKR_WRAPPED_KEY_INVALID: {why}");
     Error(CKR_WRAPPED_KEY_INVALID)
@@ -69,7 +57,7 @@ pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
             k.exponent2,
             k.coefficient,
         ];
-        let attrs = RSA_FIELDS
+        let attrs = super::policy::RSA_PRIVATE
             .iter()
             .zip(fields)
             .map(|(t, v)| (*t, Zeroizing::new(v.as_bytes().to_vec())))

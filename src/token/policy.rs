@@ -67,7 +67,8 @@ const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_UNWRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
 ];
-const RSA_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
+/// In `RSAPrivateKey` field order: PKCS#8 unwrapping (`pkcs8.rs`) pairs them with its fields.
+pub(super) const RSA_PRIVATE: [CK_ATTRIBUTE_TYPE; 8] = [
     CKA_MODULUS,
     CKA_PUBLIC_EXPONENT,
     CKA_PRIVATE_EXPONENT,
@@ -121,7 +122,7 @@ const DATA: &[CK_ATTRIBUTE_TYPE] = &[CKA_APPLICATION, CKA_OBJECT_ID, CKA_VALUE];
 fn key_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'static [CK_ATTRIBUTE_TYPE] {
     match (class, key_type) {
         (CKO_PUBLIC_KEY, Some(CKK_RSA)) => RSA_PUBLIC,
-        (CKO_PRIVATE_KEY, Some(CKK_RSA)) => RSA_PRIVATE,
+        (CKO_PRIVATE_KEY, Some(CKK_RSA)) => &RSA_PRIVATE,
         (CKO_PUBLIC_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PUBLIC,
         (CKO_PRIVATE_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PRIVATE,
         _ => &[],

@@ -162,8 +162,12 @@ impl Library {
         if s.find.is_some() {
             return fail(CKR_OPERATION_ACTIVE);
         }
-        let results = s.token.find(&template)?;
-        s.find = Some(FindOp { results, pos: 0 });
+        let (results, generation) = s.token.find(&template)?;
+        s.find = Some(FindOp {
+            results,
+            pos: 0,
+            generation,
+        });
         Ok(())
     }
 
@@ -177,8 +181,8 @@ impl Library {
             let end = (op.pos + max - out.len()).min(op.results.len());
             let batch = &op.results[op.pos..end];
             op.pos = end;
-            // Objects destroyed since the search began are skipped, not returned stale.
-            out.extend(token.still_visible(batch));
+            // Objects this process destroyed since the search began are skipped.
+            out.extend(token.still_visible(batch, op.generation));
         }
         Ok(out)
     }

@@ -276,4 +276,6 @@ pub struct DigestOp {
 pub struct FindOp {
     pub results: Vec<CK_OBJECT_HANDLE>,
     pub pos: usize,
+    /// The store generation the results were found at (`Token::still_visible`).
+    pub generation: u64,
 }

@@ -195,14 +195,13 @@ impl Token {
         obj
     }
 
-    /// Of `handles` (search results), those that still exist and are visible: one generation
-    /// read for all of them while nothing changed since they were cached.
-    pub fn still_visible(&self, handles: &[CK_OBJECT_HANDLE]) -> Vec<CK_OBJECT_HANDLE> {
-        if handles.is_empty() {
-            // The last C_FindObjects of a search: nothing to check, no store read.
-            return vec![];
-        }
-        let generation = self.generation().ok();
+    /// Of `handles` (results of a search made at store generation `searched_at`), those that
+    /// still exist and are visible. No store read: a result cached at the search's generation
+    /// is given as the search found it, a snapshot as of `C_FindObjectsInit` (as SoftHSM gives
+    /// its whole result list), less what this process destroyed since (a destroy drops the
+    /// cache entry) and less private objects once the user logged out. A result no longer
+    /// cached at that generation gets the full check, which reads the store.
+    pub fn still_visible(&self, handles: &[CK_OBJECT_HANDLE], searched_at: u64) -> Vec<CK_OBJECT_HANDLE> {
         let logged_in = self.user_logged_in();
         handles
             .iter()
@@ -211,19 +210,20 @@ impl Token {
                 let fresh = self
                     .cache
                     .peek(h)
-                    .filter(|e| Some(e.1) == generation)
+                    .filter(|e| e.1 == searched_at)
                     .map(|e| logged_in || !e.0.attrs.is_private());
                 match fresh {
                     Some(visible) => visible,
-                    // Changed since, or a session object: the full check.
+                    // Changed or evicted since, or a session object: the full check.
                     None => self.object(*h).is_ok(),
                 }
             })
             .collect()
     }
 
-    /// Handles of the visible objects matching `template`, token objects first.
-    pub fn find(&self, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> Result<Vec<CK_OBJECT_HANDLE>> {
+    /// Handles of the visible objects matching `template`, token objects first, and the store
+    /// generation they were found at (for `still_visible`).
+    pub fn find(&self, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> Result<(Vec<CK_OBJECT_HANDLE>, u64)> {
         // The generation is read first: a change in between makes the cache entries stale,
         // never wrongly fresh, and a re-initialisation elsewhere ends the login before it is used.
         let generation = if self.is_initialized() {
@@ -282,7 +282,7 @@ impl Token {
             session.sort_unstable();
             out.extend(session);
         }
-        Ok(out)
+        Ok((out, generation))
     }
 
     pub fn store_objects(&self, objects: &[&Attributes]) -> Result<Vec<CK_OBJECT_HANDLE>> {
@@ -328,8 +328,8 @@ mod tests {
     use crate::store::backend::testing::Probe;
     use crate::store::{PinOwner, Sealed};
 
-    /// `C_FindObjects` on token objects: one search, then the handles are checked with one
-    /// generation read, not one load per object.
+    /// `C_FindObjects` on token objects: one generation read and one search at
+    /// `C_FindObjectsInit`, then no store read to hand the results out.
     #[test]
     fn a_search_and_its_results_take_a_constant_number_of_store_reads() {
         let (backend, calls) = Probe::new(MemoryBackend::new());
@@ -359,16 +359,18 @@ mod tests {
         token.store_objects(&keys.iter().collect::<Vec<_>>()).unwrap();
         calls.reset();
         let template = vec![(CKA_LABEL, b"batch".to_vec())];
-        let found = token.find(&template).unwrap();
+        let (found, at) = token.find(&template).unwrap();
         assert_eq!(found.len(), 40);
-        let visible: Vec<_> = found.chunks(10).flat_map(|c| token.still_visible(c)).collect();
+        let visible: Vec<_> = found
+            .chunks(10)
+            .flat_map(|c| token.still_visible(c, at))
+            .collect();
         assert_eq!(visible, found);
-        // One generation read and one search, then one generation read per batch; and one
-        // token read because the generation moved since this token last looked (the
-        // re-initialisation check).
+        // One generation read and one search; and one token read because the generation
+        // moved since this token last looked (the re-initialisation check).
         assert_eq!(calls.find.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(calls.object.load(std::sync::atomic::Ordering::SeqCst), 0);
-        assert_eq!(calls.reads(), 2 + 4 + 1);
+        assert_eq!(calls.reads(), 2 + 1);
         // The secret value came back opened, once, and is in the cache.
         assert_eq!(
             token.object(found[3]).unwrap().attrs.get(CKA_VALUE),
@@ -376,6 +378,12 @@ mod tests {
         );
         // A destroyed object drops out of the results.
         token.destroy_object(&token.object(found[0]).unwrap()).unwrap();
-        assert_eq!(token.still_visible(&found[..2]), vec![found[1]]);
+        assert_eq!(token.still_visible(&found[..2], at), vec![found[1]]);
+        // So do private objects once the user logged out.
+        token.set_login_state(LoginState::Public);
+        assert_eq!(
+            token.still_visible(&found[1..3], at),
+            Vec::<CK_OBJECT_HANDLE>::new()
+        );
     }
 }

@@ -335,12 +335,19 @@ fn main() {
     if !refill {
         println!("(the store was kept from an earlier run: its fill figures are that run's)");
     }
+    let filled = if refill {
+        format!(
+            "fill {:.1} s ({:.0} objects/s)",
+            fill.as_secs_f64(),
+            n as f64 / fill.as_secs_f64()
+        )
+    } else {
+        "filled by an earlier run (--keep)".to_string()
+    };
     println!(
-        "{} store, objects: {n} RSA-2048 private keys; store {:.1} MiB; fill {:.1} s ({:.0} objects/s)",
+        "{} store, objects: {n} RSA-2048 private keys; store {:.1} MiB; {filled}",
         if server.is_some() { "postgres" } else { "sqlite" },
         db_size as f64 / 1048576.0,
-        fill.as_secs_f64(),
-        n as f64 / fill.as_secs_f64()
     );
     println!(
         "C_Initialize        p50 {:8.3} ms  p99 {:8.3} ms",

@@ -40,14 +40,19 @@ impl Modulus {
     /// The constants of an odd `m` (limbs): R mod m and R² mod m (`kernel::radix`, steps
     /// fixed by the limb count and m's size class).
     pub fn new(m: Vec<u64>) -> Modulus {
+        let (modulus, mut rrr) = Modulus::with_r3(m);
+        rrr.zeroize();
+        modulus
+    }
+
+    /// As `new`, and R³ mod m, which `kernel::radix` finds on the way (a CRT half needs it).
+    fn with_r3(m: Vec<u64>) -> (Modulus, Vec<u64>) {
         let k0 = mont_k0(m[0]);
         let layout = Radix { m: &m, k0 };
         let bits = crate::engine::kernel::radix::bits(&m, 64);
         // mont_mul is exact for any odd m below R: no headroom needed.
-        let [r, rr, mut rrr] =
-            crate::engine::kernel::radix::powers_of_r(&layout, m.len(), 64 * m.len(), bits, 0);
-        rrr.zeroize();
-        Modulus { k0, m, r, rr }
+        let [r, rr, rrr] = crate::engine::kernel::radix::powers_of_r(&layout, m.len(), 64 * m.len(), bits, 0);
+        (Modulus { k0, m, r, rr }, rrr)
     }
 
     /// As `new`, by 2·64·L doublings (the check of `new`).
@@ -85,8 +90,12 @@ fn montgomery_constants_match_plain_doubling() {
         *b.last_mut().unwrap() |= 1;
         let mut m = vec![0u64; limbs];
         from_be_bytes(&b, &mut m);
-        let (fast, slow) = (Modulus::new(m.clone()), Modulus::by_doubling(m));
+        let ((fast, rrr), slow) = (Modulus::with_r3(m.clone()), Modulus::by_doubling(m));
         assert!(fast.r == slow.r && fast.rr == slow.rr, "{limbs} limbs");
+        // R³ = mont(R², R²), the way a CRT half found it before.
+        let mut want = vec![0u64; limbs];
+        super::portable::mont_mul(&slow.rr, &slow.rr, &slow.m, slow.k0, &mut want);
+        assert!(rrr == want, "R³ at {limbs} limbs");
     }
 }
 
@@ -120,12 +129,10 @@ pub struct ScalarKey {
     pub modulus_len: usize,
 }
 
-pub fn half<A: Arith>(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
+pub fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
     let mut p = vec![0u64; limbs];
     from_be_bytes(prime, &mut p);
-    let m = Modulus::new(p);
-    let mut rrr = vec![0u64; limbs];
-    A::mul(&m.rr, &m.rr, &m.m, m.k0, &mut rrr);
+    let (m, rrr) = Modulus::with_r3(p);
     // Every byte of the exponent as stored, leading zeros included: trimming them would
     // branch on its secret top bytes.
     let mut e = vec![0u64; (limbs + 1).max(exp.len().div_ceil(8))];
@@ -154,8 +161,8 @@ impl ScalarKey {
         if !A::serves_limbs(limbs) {
             return None;
         }
-        let p = half::<A>(&c.prime_1, &c.exponent_1, limbs);
-        let q = half::<A>(&c.prime_2, &c.exponent_2, limbs);
+        let p = half(&c.prime_1, &c.exponent_1, limbs);
+        let q = half(&c.prime_2, &c.exponent_2, limbs);
         let mut qinv = vec![0u64; limbs];
         from_be_bytes(&c.coefficient, &mut qinv);
         let mut qinv_r = vec![0u64; limbs];

@@ -135,13 +135,10 @@ impl std::fmt::Display for ConfigError {
 impl Config {
     /// Loads the configuration from the usual places.
     pub fn load() -> Result<Config, ConfigError> {
-        if let Some(p) = std::env::var_os("FERROHSM_CONF") {
-            return Self::from_file(Path::new(&p));
+        match locate(std::env::var_os("FERROHSM_CONF"), Path::new(SYSTEM_CONF)) {
+            Some(p) => Self::from_file(&p),
+            None => Ok(Config::default()),
         }
-        if Path::new(SYSTEM_CONF).exists() {
-            return Self::from_file(Path::new(SYSTEM_CONF));
-        }
-        Ok(Config::default())
     }
 
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
@@ -303,9 +300,36 @@ impl Config {
     }
 }
 
+/// The file `Config::load` reads: the one `FERROHSM_CONF` names (a missing one is an error
+/// then, not a fallback: the operator asked for it), else the system file (the Debian
+/// package's conffile) when it exists, else none. There is no per-user file: a user who wants
+/// a store of their own sets `FERROHSM_CONF`, or leaves both unset and gets the per-user store.
+fn locate(env: Option<std::ffi::OsString>, system: &Path) -> Option<PathBuf> {
+    match env {
+        Some(p) => Some(PathBuf::from(p)),
+        None => system.exists().then(|| system.to_path_buf()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_wins_then_the_system_file_then_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let system = dir.path().join("ferrohsm.toml");
+        let mine = dir.path().join("mine.toml");
+        assert_eq!(locate(None, &system), None, "no system file: built-in defaults");
+        std::fs::write(&system, "").unwrap();
+        assert_eq!(locate(None, &system), Some(system.clone()));
+        // FERROHSM_CONF is taken even when its file is missing (from_file reports it).
+        assert_eq!(locate(Some(mine.clone().into()), &system), Some(mine));
+        assert_eq!(
+            SYSTEM_CONF, "/etc/ferrohsm/ferrohsm.toml",
+            "the path the package installs"
+        );
+    }
 
     /// Loads `text` as a configuration file and returns the error, if any.
     fn load(text: &str) -> Result<Config, String> {

@@ -41,6 +41,7 @@ const REPO_DIRS: &[&str] = &[
     "softhsm-compat/",
     "docs/",
     ".ci/",
+    "packaging/",
 ];
 
 fn root() -> &'static Path {
@@ -389,6 +390,16 @@ fn check_command(cli: &Cli, cmd: &[String], run: bool) -> Result<(), String> {
             let sub = args.first().map(|s| s.as_str()).unwrap_or("");
             match sub {
                 "build" => Ok(()),
+                // A tool the documentation has you install is one CI installs the same way.
+                "install" => {
+                    let krate = args.last().map(|s| s.as_str()).unwrap_or("");
+                    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+                    if ci.contains(&format!("cargo install --locked {krate}")) {
+                        Ok(())
+                    } else {
+                        Err(format!("cargo install {krate}: .ci/run does not install it"))
+                    }
+                }
                 "bench" => {
                     let name = flag_value(args, "--bench").ok_or("cargo bench without --bench")?;
                     repo_file(&format!("benches/{name}.rs")).map(|_| ())

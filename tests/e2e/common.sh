@@ -1,5 +1,8 @@
 # Shared set-up for the e2e scenarios: a fresh token "e2e" (SO PIN 87654321, user PIN 1234) in
 # the scenario's own store. Expects FERROHSM_MODULE, FERROHSM_UTIL and WORK.
+# With FERROHSM_E2E_SYSTEM=1 (packaging/test-installed) the scenario runs on the installed
+# package instead: the system-wide store of /etc/ferrohsm/ferrohsm.toml, where the caller made
+# the token "e2e", and the package's p11-kit registration "ferrohsm".
 set -euo pipefail
 need() {
     for c in "$@"; do
@@ -7,9 +10,11 @@ need() {
     done
 }
 M=$FERROHSM_MODULE
-printf '[store]\npath = "%s/store"\n[pin]\nkdf_memory_kib = 1024\nkdf_passes = 1\n' "$WORK" > "$WORK/ferrohsm.toml"
-export FERROHSM_CONF="$WORK/ferrohsm.toml"
-"$FERROHSM_UTIL" init-token --free --label e2e --so-pin 87654321 --pin 1234 >/dev/null
+if [ -z "${FERROHSM_E2E_SYSTEM:-}" ]; then
+    printf '[store]\npath = "%s/store"\n[pin]\nkdf_memory_kib = 1024\nkdf_passes = 1\n' "$WORK" > "$WORK/ferrohsm.toml"
+    export FERROHSM_CONF="$WORK/ferrohsm.toml"
+    "$FERROHSM_UTIL" init-token --free --label e2e --so-pin 87654321 --pin 1234 >/dev/null
+fi
 keygen() { # id label bits
     pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 --keypairgen --key-type "rsa:$3" \
         --id "$1" --label "$2" >/dev/null
@@ -63,6 +68,12 @@ verify_zone() { # signed-zone-file origin [dnssec-verify options]
 P11KIT_E2E_MARKER="# registered by a ferrohsm e2e scenario"
 p11kit_register() { # base-name
     local moddir name
+    if [ -n "${FERROHSM_E2E_SYSTEM:-}" ]; then
+        # The package's /usr/share/p11-kit/modules/ferrohsm.module, which must not be removed.
+        P11KIT_MODULE_NAME=ferrohsm
+        P11KIT_MODULE_FILE=
+        return
+    fi
     if [ "$(id -u)" = 0 ]; then
         exec 9>/tmp/ferrohsm-e2e-p11-kit.lock
         flock 9

@@ -3,6 +3,8 @@
 #![deny(unsafe_code)]
 
 // module.rs calls the vendor function FERROHSM_InitTokenWithPIN through its C pointer.
+#[path = "../ferrohsm-util/docs.rs"]
+mod docs;
 #[path = "../ferrohsm-util/ec_import.rs"]
 mod ec_import;
 #[allow(unsafe_code)]
@@ -14,7 +16,7 @@ mod pin;
 #[path = "../ferrohsm-util/tokens.rs"]
 mod tokens;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cryptoki::session::UserType;
 use module::{explain, Result};
 use std::path::PathBuf;
@@ -76,6 +78,9 @@ struct Args {
     /// Use another PKCS#11 library than ferrohsm.
     #[arg(long)]
     module: Option<PathBuf>,
+    /// Write this program's man page and shell completions into DIR (packaging/build-deb).
+    #[arg(long = "generate-docs", hide = true, value_name = "DIR")]
+    generate_docs: Option<PathBuf>,
 }
 
 fn show_slots(a: &Args) -> Result<()> {
@@ -194,7 +199,9 @@ fn delete_token(a: &Args) -> Result<()> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    let result = if a.version {
+    let result = if let Some(dir) = &a.generate_docs {
+        docs::generate(Args::command(), dir)
+    } else if a.version {
         println!("{}", env!("CARGO_PKG_VERSION"));
         Ok(())
     } else if a.show_slots {

@@ -3,6 +3,7 @@
 
 mod bench;
 mod copy;
+mod docs;
 mod ec_import;
 mod migrate;
 mod module;
@@ -11,7 +12,7 @@ mod speed;
 mod speed_ec;
 mod tokens;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,6 +52,9 @@ enum Command {
     MigrateSofthsm(migrate::Migrate),
     /// Copy every token of one store into an empty one (SQLite and PostgreSQL either way).
     CopyStore(copy::CopyStore),
+    /// Write this program's man pages and shell completions into DIR (packaging/build-deb).
+    #[command(hide = true)]
+    GenerateDocs { dir: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::MigrateSofthsm(a) => migrate::run(a),
         Command::CopyStore(a) => copy::run(a),
+        Command::GenerateDocs { dir } => docs::generate(Cli::command(), &dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

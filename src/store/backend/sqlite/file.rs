@@ -195,19 +195,55 @@ fn may_create(dir: &Path, path: &Path) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The modes a store's directory and files are kept at. A store belongs to one user (0700,
+/// 0600) unless its directory has the set-group-ID bit: that is a store shared by the
+/// directory's group (the Debian package's `/var/lib/ferrohsm`, root:ferrohsm 2770, used by
+/// daemons running as different users), whose files are kept group read/write (0660) and whose
+/// directory mode is the administrator's. SQLite creates the `-wal` and `-shm` files with the
+/// database file's mode whatever the umask, and the set-group-ID directory gives every file
+/// its group, so files any member's process creates stay usable by the others.
+#[derive(Clone, Copy)]
+struct Modes {
+    dir: Option<u32>,
+    file: u32,
+}
+
+impl Modes {
+    fn of(dir: &Path) -> Modes {
+        use std::os::unix::fs::PermissionsExt;
+        let shared = std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o2000 != 0);
+        if shared {
+            Modes {
+                dir: None,
+                file: 0o660,
+            }
+        } else {
+            Modes {
+                dir: Some(0o700),
+                file: 0o600,
+            }
+        }
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
 /// Creates the database under a temporary name with its schema, then links it into place:
 /// `ferrohsm.db` only ever names a complete ferrohsm database, and an existing one is never
 /// replaced (two processes creating at once both end up with the same store).
-fn create_new(dir: &Path, path: &Path) -> std::result::Result<(), String> {
+fn create_new(dir: &Path, path: &Path, modes: Modes) -> std::result::Result<(), String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         format!("cannot create the token store {}: {what}: {e}", path.display())
     };
     let new_dir = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| fail("cannot create the directory", &e))?;
-    #[cfg(unix)]
+    // A directory made here is private (`modes` said so: it did not exist), even inside a
+    // shared one whose set-group-ID bit it inherits: sharing is the administrator's choice.
     if new_dir {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        let _ = set_mode(dir, 0o700);
     }
     let tmp = dir.join(format!("{DB_NAME}.new-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
@@ -229,6 +265,9 @@ fn create_new(dir: &Path, path: &Path) -> std::result::Result<(), String> {
                 .and_then(|f| f.sync_all())
                 .map_err(|e| fail("sync", &e))
         })
+        // The final mode before the name: another user of a shared store never meets a
+        // ferrohsm.db it cannot open.
+        .and_then(|()| set_mode(&tmp, modes.file).map_err(|e| fail("chmod", &e)))
         .and_then(|()| match std::fs::hard_link(&tmp, path) {
             Ok(()) => Ok(()),
             // Another process created it meanwhile: use theirs.
@@ -256,15 +295,26 @@ pub(super) fn open(dir: &Path) -> std::result::Result<(Connection, PathBuf, (u64
         Ok(m) => check_existing(&path, &m)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             may_create(dir, &path)?;
-            create_new(dir, &path)?;
+            create_new(dir, &path, Modes::of(dir))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(format!(
+                "cannot read the token store {}: {e}; this user may not use it: run as the store's \
+                 owner, or, for a shared store (a set-group-ID directory such as the package's \
+                 /var/lib/ferrohsm), add the user to the directory's group (adduser USER ferrohsm) \
+                 and start the program again",
+                path.display()
+            ))
         }
         Err(e) => return Err(format!("cannot read the token store {}: {e}", path.display())),
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    // Only the owner can chmod: other users of a shared store skip this silently.
+    let modes = Modes::of(dir);
+    if let Some(m) = modes.dir {
+        let _ = set_mode(dir, m);
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = set_mode(&dir.join(format!("{DB_NAME}{suffix}")), modes.file);
     }
     // No CREATE flag: the file exists now, and if it vanished since, nothing is made in its place.
     let mut conn = Connection::open_with_flags(

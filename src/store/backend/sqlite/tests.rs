@@ -65,3 +65,42 @@ fn searches_by_id_and_label_use_an_index() {
     );
     assert!(by_label.contains("USING INDEX objects_by_label"), "{by_label}");
 }
+
+/// Mode bits of a path, set-group-ID included.
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_store_belongs_to_its_user_unless_its_directory_is_set_group_id() {
+    use std::os::unix::fs::PermissionsExt;
+    let files = |dir: &Path| ["", "-wal", "-shm"].map(|s| dir.join(format!("{DB_NAME}{s}")));
+    // A private store: the directory and every file of it are the owner's alone, even when
+    // they were made group-readable.
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let b = SqliteBackend::open(private.path()).unwrap();
+    assert_eq!(mode(private.path()), 0o700);
+    for f in files(private.path()) {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+    drop(b);
+    // A shared store (set-group-ID directory, as the Debian package makes /var/lib/ferrohsm):
+    // the directory keeps its mode and the database, its WAL and its shared-memory file are
+    // group read/write, so daemons of other users in the group can open and write them.
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let b = SqliteBackend::open(shared.path()).unwrap();
+    assert_eq!(mode(shared.path()), 0o2770);
+    for f in files(shared.path()) {
+        assert_eq!(mode(&f), 0o660, "{}", f.display());
+    }
+    drop(b);
+    // A private store moved into sharing (chmod g+s on its directory) becomes group read/write
+    // at its next open.
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let _b = SqliteBackend::open(private.path()).unwrap();
+    assert_eq!(mode(private.path()), 0o2770);
+    assert_eq!(mode(&private.path().join(DB_NAME)), 0o660);
+}

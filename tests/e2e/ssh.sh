@@ -20,8 +20,9 @@ user=$(id -un)
 sshd_pid=""
 trap '[ -n "$sshd_pid" ] && kill "$sshd_pid" 2>/dev/null || true' EXIT
 # A port taken by someone else makes sshd exit at once ("Cannot bind any address"): another.
-for attempt in 1 2 3 4 5; do
-    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+# 40000-59999 stays clear of the PowerDNS scenario's ports (20000-39999), which may run alongside.
+for _ in 1 2 3 4 5; do
+    port=$((40000 + (RANDOM * 32768 + RANDOM) % 20000))
     cat > "$d/sshd_config" <<CONF
 ListenAddress 127.0.0.1:$port
 HostKey $d/host_key

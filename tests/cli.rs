@@ -545,11 +545,10 @@ fn speed_measures_every_kernel_family_side_by_side() {
     );
 }
 
-#[test]
-fn bench_compares_modules_including_softhsm() {
-    let env = TestEnv::new();
+/// A token "bench" in ferrohsm and in SoftHSM (its own configuration, returned), same PINs.
+fn bench_tokens(env: &TestEnv) -> std::path::PathBuf {
     ok(
-        &env,
+        env,
         &[
             "init-token",
             "--free",
@@ -587,6 +586,12 @@ fn bench_compares_modules_including_softhsm() {
         .output()
         .expect("softhsm2-util (Debian package softhsm2) must be installed");
     assert!(st.status.success());
+    sh_conf
+}
+
+/// `bench --json` over ferrohsm and SoftHSM with these extra arguments: one line per module,
+/// each with a positive rate.
+fn bench_both(env: &TestEnv, sh_conf: &std::path::Path, extra: &[&str]) -> Vec<String> {
     let o = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
         .args([
             "bench",
@@ -600,21 +605,20 @@ fn bench_compares_modules_including_softhsm() {
             "bench",
             "--pin",
             USER_PIN,
-            "--key-size",
-            "1024",
             "--threads",
             "2",
             "--seconds",
             "0.3",
             "--json",
         ])
+        .args(extra)
         .env("FERROHSM_CONF", env.conf())
-        .env("SOFTHSM2_CONF", &sh_conf)
+        .env("SOFTHSM2_CONF", sh_conf)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
-    let lines: Vec<&str> = out.lines().collect();
+    let lines: Vec<String> = out.lines().map(str::to_string).collect();
     assert_eq!(lines.len(), 2, "{out}");
     for l in &lines {
         let rate: f64 = l
@@ -630,6 +634,53 @@ fn bench_compares_modules_including_softhsm() {
         assert!(l.contains("\"p99_ms\":") && l.contains("\"ratio\":"), "{l}");
     }
     assert!(lines[0].contains("\"ratio\":1.00"), "{}", lines[0]);
+    lines
+}
+
+#[test]
+fn bench_compares_modules_including_softhsm() {
+    let env = TestEnv::new();
+    let sh_conf = bench_tokens(&env);
+    let lines = bench_both(&env, &sh_conf, &["--key-size", "1024"]);
+    assert!(lines[0].contains("\"key\":\"RSA-1024\""), "{}", lines[0]);
+}
+
+/// The EC mechanisms of `bench`: an ECDSA P-256, P-384 and Ed25519 key made in each module,
+/// signatures counted in both; an unknown mechanism is refused before any module is loaded.
+#[test]
+fn bench_ec_mechanisms_in_ferrohsm_and_softhsm() {
+    let env = TestEnv::new();
+    let sh_conf = bench_tokens(&env);
+    for (mechanism, key, bits) in [
+        ("ecdsa-p256", "ECDSA-P256", 256),
+        ("ecdsa-p384", "ECDSA-P384", 384),
+        ("eddsa-ed25519", "Ed25519", 253),
+    ] {
+        let lines = bench_both(&env, &sh_conf, &["--mechanism", mechanism]);
+        for l in &lines {
+            assert!(
+                l.contains(&format!(
+                    "\"mechanism\":\"{mechanism}\",\"key\":\"{key}\",\"key_size\":{bits},"
+                )),
+                "{l}"
+            );
+        }
+    }
+    fails(
+        &env,
+        &[
+            "bench",
+            "--module",
+            "/nonexistent.so",
+            "--token",
+            "bench",
+            "--pin",
+            USER_PIN,
+            "--mechanism",
+            "ecdsa-p999",
+        ],
+        "unknown mechanism \"ecdsa-p999\"",
+    );
 }
 
 /// EC keys in every encoding `import` reads (PKCS#8 and SEC1, PEM and DER; Ed25519 in

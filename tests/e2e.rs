@@ -67,6 +67,11 @@ fn java_keytool_jarsigner() {
 }
 
 #[test]
+fn openssh_pkcs11_login() {
+    scenario("ssh");
+}
+
+#[test]
 fn openssl_pkcs11_provider() {
     scenario("openssl-provider");
 }

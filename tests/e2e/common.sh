@@ -15,13 +15,40 @@ if [ -z "${FERROHSM_E2E_SYSTEM:-}" ]; then
     export FERROHSM_CONF="$WORK/ferrohsm.toml"
     "$FERROHSM_UTIL" init-token --free --label e2e --so-pin 87654321 --pin 1234 >/dev/null
 fi
-keygen() { # id label bits
-    pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 --keypairgen --key-type "rsa:$3" \
+keygen() { # id label bits|key-type (2048 is RSA-2048; EC:prime256v1, EC:edwards25519 as pkcs11-tool names them)
+    local type=$3
+    [[ $type == *:* ]] || type="rsa:$type"
+    pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 --keypairgen --key-type "$type" \
         --id "$1" --label "$2" >/dev/null
 }
 export_pub() { # id out.pem
-    pkcs11-tool --module "$M" --token-label e2e --read-object --type pubkey --id "$1" -o "$WORK/pub.der" >/dev/null
-    openssl pkey -pubin -inform DER -in "$WORK/pub.der" -out "$2"
+    local obj params point alg bits
+    # pkcs11-tool -O lists every object whatever --id says: the block with this CKA_ID.
+    obj=$(pkcs11-tool --module "$M" --token-label e2e -O --type pubkey | awk -v id="$1" '
+        /^Public Key Object/ { type = $0; params = ""; point = "" }
+        /EC_PARAMS:/ { params = $2 }
+        /EC_POINT:/ { point = $2 }
+        $1 == "ID:" && $2 == id { print type "|" params "|" point; exit }')
+    if [[ $obj == "Public Key Object; EC "* ]]; then
+        # pkcs11-tool 0.23's --read-object reads past the end of a buffer when it rebuilds an ECDSA
+        # public key (valgrind shows it with SoftHSM too) and fails or not with the heap's layout
+        # ("cannot create EVP_PKEY"). The SubjectPublicKeyInfo is built here instead, from
+        # CKA_EC_PARAMS and CKA_EC_POINT (P-256 and P-384: every DER length fits in one byte).
+        IFS='|' read -r _ params point <<<"$obj"
+        point=${point:4} # the OCTET STRING's tag and length
+        alg=$(der 30 "06072a8648ce3d0201$params")
+        bits=$(der 03 "00$point")
+        printf "$(der 30 "$alg$bits" | sed 's/../\\x&/g')" > "$WORK/pub.der"
+    else
+        pkcs11-tool --module "$M" --token-label e2e --read-object --type pubkey --id "$1" -o "$WORK/pub.der" >/dev/null
+    fi
+    # (DER, or PEM as pkcs11-tool writes Ed25519 keys: OpenSSL tells them apart.)
+    openssl pkey -pubin -in "$WORK/pub.der" -out "$2"
+}
+der() { # tag content-hex: a DER element with a short-form length
+    local n=$((${#2} / 2))
+    [ "$n" -lt 128 ] || { echo "FAIL: der: $n bytes need a long-form length" >&2; exit 1; }
+    printf '%s%02x%s' "$1" "$n" "$2"
 }
 # OPENSSL_CONF loading the libp11 engine for this module; extra lines (e.g. "PIN = 1234") follow.
 engine_conf() {
@@ -36,13 +63,15 @@ engine_conf() {
     } > "$WORK/openssl.cnf"
     export OPENSSL_CONF="$WORK/openssl.cnf"
 }
-# A small unsigned zone example.org in file $1.
-write_zone() {
-    cat > "$1" <<'ZONE'
-$ORIGIN example.org.
-$TTL 3600
-@   IN SOA ns1.example.org. hostmaster.example.org. 2026113001 7200 3600 1209600 3600
-@   IN NS  ns1.example.org.
+# A small unsigned zone in file $1: example.org, or the origin $2 (a second zone signed with
+# another algorithm in the same set-up).
+write_zone() { # file [origin]
+    local origin=${2:-example.org}
+    cat > "$1" <<ZONE
+\$ORIGIN $origin.
+\$TTL 3600
+@   IN SOA ns1.$origin. hostmaster.$origin. 2026113001 7200 3600 1209600 3600
+@   IN NS  ns1.$origin.
 ns1 IN A   192.0.2.1
 www IN A   192.0.2.80
 ZONE

@@ -1,8 +1,9 @@
 # OpenDNSSEC 2.1 enforcer and signer daemons (opendnssec-enforcer-sqlite3, opendnssec-signer)
-# on the token: the enforcer makes a KSK and a ZSK on the token for a zone under the "lab"
-# policy, the signer signs the zone with them from its worker threads. Independently: both
-# keys are on the token (pkcs11-tool lists their CKA_IDs) and the signed zone passes
-# ldns-verify-zone and dnssec-verify.
+# on the token: the enforcer makes a KSK and a ZSK on the token for each zone, the signer signs
+# the zones with them from its worker threads: example.org under the "lab" policy (RSA,
+# algorithm 8), example.com and example.net under copies of it with ECDSA P-256 (algorithm 13)
+# and Ed25519 (algorithm 15) keys. Independently: every key is on the token (pkcs11-tool lists
+# their CKA_IDs) and each signed zone passes ldns-verify-zone and dnssec-verify.
 . "$(dirname "$0")/common.sh"
 need ods-enforcerd ods-enforcer ods-signerd ods-signer sqlite3 pkcs11-tool
 mkdir -p "$WORK/ods/enforcer" "$WORK/ods/signer" "$WORK/ods/run"
@@ -39,11 +40,30 @@ cat > "$WORK/ods/conf.xml" <<XML
 XML
 sed -e 's|<Repository>SoftHSM</Repository>|<Repository>ferrohsm</Repository>|' /usr/share/opendnssec/kasp.xml > "$WORK/ods/kasp.xml"
 grep -q "<Policy name=\"lab\">" "$WORK/ods/kasp.xml" || { echo "FAIL: /usr/share/opendnssec/kasp.xml (opendnssec-common) has no lab policy" >&2; exit 1; }
+# lab13 and lab15: the lab policy with both keys of another algorithm (and length, which
+# OpenDNSSEC checks against the curve). Their ZSKs live a month, not 4 hours: the enforcer makes
+# every key a policy needs for its AutomaticKeyGenerationPeriod (a month) up front, 189 per
+# policy with lab's lifetimes, which would add 9 s to the scenario for nothing more.
+lab=$(sed -n '/<Policy name="lab">/,/<\/Policy>/p' "$WORK/ods/kasp.xml")
+ec_policy() { # name algorithm length
+    sed -e "s|<Policy name=\"lab\">|<Policy name=\"$1\">|" \
+        -e "s|<Algorithm length=\"[0-9]*\">8</Algorithm>|<Algorithm length=\"$3\">$2</Algorithm>|" \
+        -e "s|<Lifetime>PT4H</Lifetime>|<Lifetime>P1M</Lifetime>|" <<<"$lab"
+}
+{
+    sed '/<\/KASP>/d' "$WORK/ods/kasp.xml"
+    ec_policy lab13 13 256
+    ec_policy lab15 15 256
+    echo "</KASP>"
+} > "$WORK/ods/kasp-ec.xml"
+mv "$WORK/ods/kasp-ec.xml" "$WORK/ods/kasp.xml"
+[ "$(grep -c "<Algorithm length=\"256\">1[35]</Algorithm>" "$WORK/ods/kasp.xml")" -eq 4 ] \
+    || { echo "FAIL: could not write the EC policies" >&2; exit 1; }
 printf '<?xml version="1.0" encoding="UTF-8"?>\n<ZoneList>\n</ZoneList>\n' > "$WORK/ods/zonelist.xml"
 # What ods-enforcer-db-setup does, for a database outside /etc/opendnssec/conf.xml's reach.
 sqlite3 "$WORK/ods/kasp.db" < /usr/share/opendnssec/schema.sqlite
 sqlite3 "$WORK/ods/kasp.db" "INSERT INTO databaseVersion (version) VALUES (1)"
-write_zone "$WORK/ods/example.org"
+for z in example.org example.com example.net; do write_zone "$WORK/ods/$z" "$z"; done
 enforcer=(ods-enforcer -s "$WORK/ods/run/enforcer.sock")
 stop_daemons() {
     ods-signer stop >/dev/null 2>&1 || true
@@ -57,26 +77,39 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 "${enforcer[@]}" policy import >/dev/null
-"${enforcer[@]}" zone add --zone example.org --policy lab --input "$WORK/ods/example.org" \
-    --output "$WORK/ods/example.org.signed" --signerconf "$WORK/ods/example.org.signconf.xml" >/dev/null
-signed="$WORK/ods/example.org.signed"
-for _ in $(seq 1 150); do
-    [ -s "$signed" ] && grep -q "RRSIG" "$signed" && break
+zones=(example.org:lab:8 example.com:lab13:13 example.net:lab15:15)
+for spec in "${zones[@]}"; do
+    IFS=: read -r zone policy _ <<<"$spec"
+    "${enforcer[@]}" zone add --zone "$zone" --policy "$policy" --input "$WORK/ods/$zone" \
+        --output "$WORK/ods/$zone.signed" --signerconf "$WORK/ods/$zone.signconf.xml" >/dev/null
+done
+# The signer works on the zones in turn: 60 s in all for the three.
+for _ in $(seq 1 300); do
+    done_zones=0
+    for spec in "${zones[@]}"; do
+        IFS=: read -r zone _ _ <<<"$spec"
+        grep -qs "RRSIG" "$WORK/ods/$zone.signed" && done_zones=$((done_zones + 1))
+    done
+    [ "$done_zones" -eq "${#zones[@]}" ] && break
     sleep 0.2
 done
-grep -q "RRSIG" "$signed" 2>/dev/null || {
-    echo "FAIL: OpenDNSSEC did not sign the zone; enforcer and signer logs:" >&2
-    cat "$WORK/ods/enforcerd.log" "$WORK/ods/signerd.log" >&2
-    "${enforcer[@]}" key list --verbose >&2 || true
-    exit 1
-}
-# The enforcer's keys (KSK and ZSK) are objects on the token with the CKA_IDs it reports.
-keys=$("${enforcer[@]}" key list --verbose 2>&1)
-ids=$(grep -E "^example.org +(KSK|ZSK)" <<<"$keys" | grep -oE '[0-9a-f]{32}' || true)
-[ "$(wc -w <<<"$ids")" -eq 2 ] || { echo "FAIL: expected a KSK and a ZSK: $keys" >&2; exit 1; }
 listed=$(pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 -O --type privkey)
-for id in $ids; do
-    grep -q "ID:.*$id" <<<"$listed" || { echo "FAIL: key $id is not on the token: $listed" >&2; exit 1; }
+keys=$("${enforcer[@]}" key list --verbose 2>&1)
+for spec in "${zones[@]}"; do
+    IFS=: read -r zone _ alg <<<"$spec"
+    signed="$WORK/ods/$zone.signed"
+    grep -qE "RRSIG[[:space:]]+SOA[[:space:]]+$alg[[:space:]]" "$signed" 2>/dev/null || {
+        echo "FAIL: OpenDNSSEC did not sign $zone with algorithm $alg; enforcer and signer logs:" >&2
+        cat "$WORK/ods/enforcerd.log" "$WORK/ods/signerd.log" >&2
+        echo "$keys" >&2
+        exit 1
+    }
+    # The enforcer's keys (KSK and ZSK) are objects on the token with the CKA_IDs it reports.
+    ids=$(grep -E "^$zone +(KSK|ZSK)" <<<"$keys" | grep -oE '[0-9a-f]{32}' || true)
+    [ "$(wc -w <<<"$ids")" -eq 2 ] || { echo "FAIL: expected a KSK and a ZSK for $zone: $keys" >&2; exit 1; }
+    for id in $ids; do
+        grep -q "ID:.*$id" <<<"$listed" || { echo "FAIL: key $id of $zone is not on the token: $listed" >&2; exit 1; }
+    done
+    verify_zone "$signed" "$zone"
 done
-verify_zone "$signed" example.org
-echo "e2e opendnssec-signer: enforcer made a KSK and a ZSK on the token, signer signed the zone, verified"
+echo "e2e opendnssec-signer: enforcer made a KSK and a ZSK on the token per zone, signer signed zones with algorithms 8, 13 and 15, verified"

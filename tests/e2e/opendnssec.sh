@@ -15,10 +15,15 @@ gen=$("${ods[@]}" generate ferrohsm rsa 2048 2>&1)
 id=$(grep -m1 -oE '[0-9a-f]{32}' <<<"$gen" || true)
 [ -n "$id" ] || { echo "FAIL: ods-hsmutil generate: $gen" >&2; exit 1; }
 "${ods[@]}" list ferrohsm 2>&1 | grep -q "$id" || { echo "FAIL: ods-hsmutil list does not show $id" >&2; exit 1; }
-test_out=$("${ods[@]}" test ferrohsm 2>&1 || true)  # non-zero: the non-RSA cases fail
-# Its test also tries RSA below 1024 bits (refused: CKR_KEY_SIZE_RANGE) and DSA, GOST, ECDSA and
-# EdDSA keys (not offered); every RSA key of 1024 bits and more must generate and sign.
-grep -q "Generating 2048-bit RSA key... OK" <<<"$test_out" || { echo "FAIL: ods-hsmutil test: $test_out" >&2; exit 1; }
+test_out=$("${ods[@]}" test ferrohsm 2>&1 || true)  # non-zero: the cases below fail
+# Its test also tries RSA below 1024 bits (refused: CKR_KEY_SIZE_RANGE) and DSA, GOST and Ed448
+# keys (not offered); every RSA key of 1024 bits and more, ECDSA P-256 and P-384 and Ed25519 keys
+# must generate, and those it signs with must sign. (ods-hsmutil 2.1 prints "Signing (ECDSA/...)
+# with key..." but signs nothing with its ECDSA keys; the signer scenario signs with them.)
+for want in "Generating 2048-bit RSA key... OK" "Generating ECDSA Curve P-256 key... OK" \
+    "Generating ECDSA Curve P-384 key... OK" "Generating ED25519 key... OK"; do
+    grep -qF "$want" <<<"$test_out" || { echo "FAIL: ods-hsmutil test: no \"$want\": $test_out" >&2; exit 1; }
+done
 bad=$(grep -E "^(Signing|Extracting|Deleting)" <<<"$test_out" | grep -v "OK" || true)
 [ -z "$bad" ] || { echo "FAIL: ods-hsmutil test: $bad" >&2; exit 1; }
 speed=$(ods-hsmspeed -c "$WORK/conf.xml" -r ferrohsm -i 200 -s 2048 -t 4 2>&1)

@@ -1,8 +1,13 @@
 # PowerDNS Authoritative 4.7 (pdns-server, pdns-tools, pdns-backend-sqlite3): the module is
 # registered with p11-kit (PowerDNS loads PKCS#11 modules through it by name); a key made on the
 # token is assigned to one zone with `pdnsutil hsm assign`, another zone gets its key from
-# `pdnsutil hsm create-key`; pdns_server signs both live, and AXFRs over loopback are verified
-# independently by ldns-verify-zone and dnssec-verify.
+# `pdnsutil hsm create-key`, a third zone (example.com) is signed with an ECDSA P-256 token key
+# (algorithm 13: PowerDNS hashes through C_Digest and signs with CKM_ECDSA); pdns_server signs
+# all three live, and AXFRs over loopback are verified independently by ldns-verify-zone and
+# dnssec-verify.
+# Ed25519 (algorithm 15) is out of PowerDNS's PKCS#11 reach: pkcs11signers.cc (4.7) maps only
+# algorithms 5, 7, 8, 10, 13 and 14 to mechanisms, and takes public keys of type CKK_RSA or
+# CKK_EC only ("Cannot determine type for PCKS#11 public key" for CKK_EC_EDWARDS).
 # (pdnsutil 4.7.3's `hsm create-key` writes past the end of its own attribute array in
 # Pkcs11Token::GenerateKeyPair, as valgrind shows; with SoftHSM behind the same p11-kit
 # registration it then aborts in free() ("munmap_chunk(): invalid pointer"), with ferrohsm it
@@ -59,6 +64,12 @@ for attempt in 1 2; do
 done
 [ "$(grep -c "label: *pdnsnew" <<<"$objs")" -eq 2 ] || { echo "FAIL: pdnsutil hsm create-key made no key pair on the token: $out $objs" >&2; exit 1; }
 "${pdns[@]}" rectify-zone example.net >/dev/null
+"${pdns[@]}" create-zone example.com ns1.example.com >/dev/null
+"${pdns[@]}" add-record example.com www A 192.0.2.82 >/dev/null
+keygen 07 pdnsec EC:prime256v1
+out=$("${pdns[@]}" hsm assign example.com ecdsa256 ksk "$modname" e2e 1234 pdnsec 2>&1)
+grep -q "assigned to example.com" <<<"$out" || { echo "FAIL: pdnsutil hsm assign (ECDSA): $out" >&2; exit 1; }
+"${pdns[@]}" rectify-zone example.com >/dev/null
 pdns_server --config-dir="$WORK/pdns" >"$WORK/pdns/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 50); do
@@ -71,4 +82,8 @@ verify_zone "$WORK/axfr.zone" example.org -z  # one KSK signs everything: no ZSK
 dig @127.0.0.1 -p "$port" example.net AXFR +dnssec +nocmd +nostats > "$WORK/axfr-net.zone"
 grep -q "RRSIG" "$WORK/axfr-net.zone" || { echo "FAIL: example.net unsigned: $(cat "$WORK/axfr-net.zone")" >&2; exit 1; }
 verify_zone "$WORK/axfr-net.zone" example.net -z
-echo "e2e powerdns: token keys assigned and created with pdnsutil, live-signed zones verified"
+dig @127.0.0.1 -p "$port" example.com AXFR +dnssec +nocmd +nostats > "$WORK/axfr-com.zone"
+grep -qE "RRSIG[[:space:]]+SOA[[:space:]]+13[[:space:]]" "$WORK/axfr-com.zone" \
+    || { echo "FAIL: example.com has no algorithm 13 signatures: $(cat "$WORK/axfr-com.zone")" >&2; exit 1; }
+verify_zone "$WORK/axfr-com.zone" example.com -z
+echo "e2e powerdns: RSA token keys assigned and created and an ECDSA P-256 key assigned with pdnsutil, live-signed zones verified"

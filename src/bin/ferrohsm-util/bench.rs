@@ -1,5 +1,6 @@
 //! `bench`: sign throughput and latency of any PKCS#11 module through its C API, several
-//! modules in one run, with the ratio of each to the first.
+//! modules in one run, with the ratio of each to the first. RSA, ECDSA (P-256, P-384) and
+//! Ed25519 keys, each made in every module under test.
 
 use crate::module::{explain, Result};
 use clap::Args;
@@ -23,7 +24,7 @@ pub struct Bench {
     /// User PIN of that token (else $FERROHSM_PIN).
     #[arg(long)]
     pin: Option<String>,
-    /// RSA key size in bits.
+    /// RSA key size in bits (the EC mechanisms name their curve).
     #[arg(long, default_value_t = 2048)]
     key_size: u64,
     /// Client threads, each with its own session.
@@ -32,7 +33,9 @@ pub struct Bench {
     /// Seconds to measure each module.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
-    /// sha256-rsa-pkcs or rsa-pkcs (over a SHA-256 DigestInfo).
+    /// sha256-rsa-pkcs, rsa-pkcs (over a SHA-256 DigestInfo), sha256-rsa-pkcs-pss, ecdsa-p256,
+    /// ecdsa-p384 (CKM_ECDSA over a hash of the curve's size, as `openssl speed ecdsap256`
+    /// signs a digest) or eddsa-ed25519 (CKM_EDDSA, pure, over a 32-byte message).
     #[arg(long, default_value = "sha256-rsa-pkcs")]
     mechanism: String,
     /// Print one JSON object per module.
@@ -48,6 +51,70 @@ pub struct Bench {
     /// every module alike.
     #[arg(long, default_value_t = 4)]
     rounds: usize,
+}
+
+/// The key a `--mechanism` signs with.
+#[derive(Clone, Copy)]
+enum KeyKind {
+    Rsa,
+    /// A curve of `speed_ec::CURVES`, by its short name.
+    Ec(&'static str),
+}
+
+impl KeyKind {
+    fn of(mechanism: &str) -> KeyKind {
+        match mechanism {
+            "ecdsa-p256" => KeyKind::Ec("p256"),
+            "ecdsa-p384" => KeyKind::Ec("p384"),
+            "eddsa-ed25519" => KeyKind::Ec("ed25519"),
+            _ => KeyKind::Rsa,
+        }
+    }
+
+    /// (bits, CKA_EC_PARAMS, Edwards) of an EC kind.
+    fn curve(self) -> Option<(u32, &'static [u8], bool)> {
+        match self {
+            KeyKind::Rsa => None,
+            KeyKind::Ec(name) => crate::speed_ec::CURVES
+                .iter()
+                .find(|c| c.0 == name)
+                .map(|&(_, _, bits, params, edwards)| (bits, params, edwards)),
+        }
+    }
+
+    /// How the figures name the key: RSA-2048, ECDSA-P256, Ed25519.
+    fn name(self, rsa_bits: u64) -> String {
+        match self {
+            KeyKind::Rsa => format!("RSA-{rsa_bits}"),
+            KeyKind::Ec("p256") => "ECDSA-P256".into(),
+            KeyKind::Ec("p384") => "ECDSA-P384".into(),
+            KeyKind::Ec(_) => "Ed25519".into(),
+        }
+    }
+
+    fn bits(self, rsa_bits: u64) -> u64 {
+        self.curve().map_or(rsa_bits, |c| c.0.into())
+    }
+}
+
+/// The mechanism and data of `--mechanism` (built per thread: mechanisms cannot cross threads).
+fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
+    use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
+    Ok(match name {
+        // A digest stands in for the hash of the signed data, as for RSA-PKCS.
+        "ecdsa-p256" => (Mechanism::Ecdsa, vec![0x5a; 32]),
+        "ecdsa-p384" => (Mechanism::Ecdsa, vec![0x5a; 48]),
+        "eddsa-ed25519" => (
+            Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure)),
+            b"ferrohsm speed test message, 32b".to_vec(),
+        ),
+        rsa => crate::speed::mechanism(rsa).map_err(|_| {
+            format!(
+                "unknown mechanism {rsa:?}; use sha256-rsa-pkcs, rsa-pkcs, sha256-rsa-pkcs-pss, \
+                 ecdsa-p256, ecdsa-p384 or eddsa-ed25519"
+            )
+        })?,
+    })
 }
 
 struct Figures {
@@ -82,13 +149,27 @@ fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
     let count = if a.key_per_thread { a.threads } else { 1 };
     let mut keys = vec![];
     let mut owned = vec![];
+    let (generate, public) = match KeyKind::of(&a.mechanism).curve() {
+        None => (
+            Mechanism::RsaPkcsKeyPairGen,
+            Attribute::ModulusBits(a.key_size.into()),
+        ),
+        Some((_, params, edwards)) => (
+            if edwards {
+                Mechanism::EccEdwardsKeyPairGen
+            } else {
+                Mechanism::EccKeyPairGen
+            },
+            Attribute::EcParams(params.to_vec()),
+        ),
+    };
     for _ in 0..count {
         let (public, private) = admin
             .generate_key_pair(
-                &Mechanism::RsaPkcsKeyPairGen,
+                &generate,
                 &[
                     Attribute::Token(a.token_keys),
-                    Attribute::ModulusBits(a.key_size.into()),
+                    public.clone(),
                     Attribute::Verify(true),
                 ],
                 &[
@@ -115,7 +196,7 @@ fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
 
 /// One measuring round on a loaded module.
 fn round(m: &mut Loaded, a: &Bench, seconds: f64) -> Result<()> {
-    let message = crate::speed::message(&a.mechanism)?;
+    let (_, message) = mechanism(&a.mechanism)?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let (p, slot, keys) = (&m.p, m.slot, &m.keys);
@@ -126,9 +207,9 @@ fn round(m: &mut Loaded, a: &Bench, seconds: f64) -> Result<()> {
                 sc.spawn(move || -> Result<Vec<Duration>> {
                     let s = p.open_ro_session(slot).map_err(|e| explain("open session", e))?;
                     let key = keys[t % keys.len()];
+                    let (mech, _) = mechanism(&a.mechanism)?;
                     let mut lat = vec![];
                     while !stop.load(Ordering::Relaxed) {
-                        let mech = crate::speed::mechanism_of(&a.mechanism)?;
                         let t = Instant::now();
                         s.sign(&mech, key, message).map_err(|e| explain("sign", e))?;
                         lat.push(t.elapsed());
@@ -173,6 +254,9 @@ pub fn run(a: Bench) -> Result<()> {
         .clone()
         .or_else(|| std::env::var("FERROHSM_PIN").ok())
         .ok_or("give --pin or FERROHSM_PIN")?;
+    // An unknown mechanism is refused before any module is loaded.
+    mechanism(&a.mechanism)?;
+    let kind = KeyKind::of(&a.mechanism);
     let mut loaded = a
         .modules
         .iter()
@@ -193,13 +277,13 @@ pub fn run(a: Bench) -> Result<()> {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         if a.json {
             println!(
-                "{{\"module\":{:?},\"key_size\":{},\"threads\":{},\"sign_per_s\":{:.1},\"per_thread\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"ratio\":{:.2}}}",
-                path.display().to_string(), a.key_size, a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
+                "{{\"module\":{:?},\"mechanism\":{:?},\"key\":{:?},\"key_size\":{},\"threads\":{},\"sign_per_s\":{:.1},\"per_thread\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"ratio\":{:.2}}}",
+                path.display().to_string(), a.mechanism, kind.name(a.key_size), kind.bits(a.key_size), a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
             );
         } else {
             println!(
-                "{:<48} RSA-{} {:>2} threads {:>9.1} sign/s ({:>7.1}/thread)  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>8.3} ms  ratio {:>5.2}",
-                path.display().to_string(), a.key_size, a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
+                "{:<48} {} {:>2} threads {:>9.1} sign/s ({:>7.1}/thread)  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>8.3} ms  ratio {:>5.2}",
+                path.display().to_string(), kind.name(a.key_size), a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
             );
         }
     }

@@ -491,13 +491,3 @@ fn json(rows: &[Row], a: &Speed, cores: usize, threads: usize, fill: Option<f64>
         items.join(",")
     )
 }
-
-/// The mechanism named on the command line (built per call: mechanisms cannot cross threads).
-pub fn mechanism_of(name: &str) -> Result<Mechanism<'static>> {
-    mechanism(name).map(|(m, _)| m)
-}
-
-/// The data signed with that mechanism.
-pub fn message(name: &str) -> Result<Vec<u8>> {
-    mechanism(name).map(|(_, d)| d)
-}

@@ -12,8 +12,9 @@ use std::path::Path;
 
 const PIN: &str = "speed-test-pin";
 
-/// A curve `--curves` may name: its OpenSSL-style label, bits, `CKA_EC_PARAMS`, Edwards or not.
-const CURVES: &[(&str, &str, u32, &[u8], bool)] = &[
+/// A curve `--curves` may name: its OpenSSL-style label, bits, `CKA_EC_PARAMS`, Edwards or not
+/// (`bench` makes its EC keys from the same table).
+pub(crate) const CURVES: &[(&str, &str, u32, &[u8], bool)] = &[
     (
         "p256",
         "ecdsa (nistp256)",

@@ -193,6 +193,10 @@ fn ecdsa_every_curve_and_hash_single_and_multi_part_verified_independently() {
             let one = s.sign(mech, private, &data).unwrap();
             assert_eq!(one.len(), 2 * half, "{mech:?}: r || s at the order's length");
             assert!(v.verify(hash, &one), "{mech:?} on {oid:02x?}");
+            // Hedged nonces: the same input signs differently each time (a fresh k).
+            let again = s.sign(mech, private, &data).unwrap();
+            assert_ne!(again[..half], one[..half], "{mech:?}: r repeated");
+            assert!(v.verify(hash, &again), "{mech:?} again");
             s.sign_init(mech, private).unwrap();
             for chunk in data.chunks(17) {
                 s.sign_update(chunk).unwrap();

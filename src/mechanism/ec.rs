@@ -8,7 +8,7 @@ use super::ec_params::{bits2int, Curve};
 use super::eddsa;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
-use p256::ecdsa::signature::hazmat::{PrehashSigner, PrehashVerifier};
+use p256::ecdsa::signature::hazmat::{PrehashVerifier, RandomizedPrehashSigner};
 use zeroize::Zeroizing;
 
 /// A private key, prepared once per object.
@@ -52,9 +52,14 @@ macro_rules! weierstrass {
 
 /// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c`, checked
 /// with its verifying key before release. A macro: the three curves share no nameable trait.
+/// The nonce is hedged: RFC 6979 with fresh random input (its section 3.6). A purely
+/// deterministic nonce gives a fault attacker two signatures under one k whenever one faulty
+/// signature escapes; a random one alone rests on the RNG. Both together need both to fail.
 macro_rules! ecdsa_sign_checked {
     ($c:ident, $k:expr, $z:expr) => {{
-        let sig: $c::ecdsa::Signature = $k.sign_prehash($z).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        let sig: $c::ecdsa::Signature = $k
+            .sign_prehash_with_rng(&mut getrandom::SysRng, $z)
+            .map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         release_checked(sig.to_bytes().to_vec(), |s| {
             let s = $c::ecdsa::Signature::from_slice(s).map_err(|_| ())?;
             $k.verifying_key().verify_prehash($z, &s).map_err(|_| ())

@@ -477,6 +477,52 @@ fn speed_prints_a_table() {
 /// `--kernel all` measures every family this CPU runs, each through the module with that family
 /// forced, and says which family served (from the module's statistics); a wrong name is a clear
 /// error.
+/// Long-running commands show a progress bar on a terminal and nothing in a pipe: speed's
+/// stderr in a pipe holds only its header line, and under a pseudo-terminal (util-linux
+/// `script`) the bar with its step appears.
+#[test]
+fn progress_shows_on_a_terminal_and_not_in_a_pipe() {
+    let env = TestEnv::new();
+    let args = [
+        "speed",
+        "--sizes",
+        "1024",
+        "--seconds",
+        "0.3",
+        "--threads",
+        "2",
+        "--curves",
+        "",
+    ];
+    let piped = util(&env, &args);
+    assert!(piped.status.success());
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(
+        !err.contains('\r') && !err.contains("RSA-1024"),
+        "progress in a pipe: {err:?}"
+    );
+    assert!(err.lines().all(|l| l.starts_with("CPU: ")), "{err:?}");
+    let line = std::iter::once(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .chain(args)
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let tty = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("FERROHSM_CONF", env.conf())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux) runs the command under a pseudo-terminal");
+    let screen = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{screen}");
+    assert!(
+        screen.contains("speed [") && screen.contains("RSA-1024"),
+        "no bar on a terminal: {screen:?}"
+    );
+    // The table is printed after the bar is cleared.
+    assert!(screen.contains("rsa  1024 bits"), "{screen:?}");
+}
+
 #[test]
 fn speed_measures_every_kernel_family_side_by_side() {
     let env = TestEnv::new();

@@ -263,13 +263,15 @@ pub fn run(a: Bench) -> Result<()> {
         .map(|path| load(path, &a, &pin))
         .collect::<Result<Vec<_>>>()?;
     let rounds = a.rounds.max(1);
+    let progress = super::progress::bar(rounds * a.modules.len(), "bench");
     for r in 0..rounds {
         for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
-            eprint!("round {}/{rounds}: {} ...          \r", r + 1, path.display());
+            progress.set_message(format!("round {}/{rounds}: {}", r + 1, path.display()));
             round(m, &a, a.seconds / rounds as f64)?;
+            progress.inc(1);
         }
     }
-    eprint!("                                                                          \r");
+    progress.finish_and_clear();
     let mut first = None;
     for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
         let f = figures(m)?;

@@ -116,6 +116,7 @@ pub fn run(a: CopyStore) -> Result<()> {
     let Some(to) = to else {
         return Err("internal error: no target store".into());
     };
+    let progress = super::progress::bar(objects, "copy-store");
     backend::transact(&*to, |tx| {
         // Checked again inside the transaction: another process may have written meanwhile.
         if tx.max_slot()?.is_some() {
@@ -128,11 +129,13 @@ pub fn run(a: CopyStore) -> Result<()> {
             tx.insert_token(t)?;
             for o in objects {
                 tx.import_object(t.slot_id, o)?;
+                progress.inc(1);
             }
         }
         Ok(())
     })
     .map_err(|e| format!("cannot write to {target} ({e}); nothing was copied"))?;
+    progress.finish_and_clear();
     // Read back: every row as it was (the generations start anew).
     let copied = read_all(&*to)?;
     let same = copied.len() == rows.len()

@@ -8,6 +8,7 @@ mod ec_import;
 mod migrate;
 mod module;
 mod pin;
+mod progress;
 mod speed;
 mod speed_ec;
 mod tokens;

@@ -207,7 +207,10 @@ pub fn run(a: Migrate) -> Result<()> {
     }
     let mut checked = 0;
     let mut checked_ec = 0;
+    // Each private key signs and verifies once here: the long part of a large migration.
+    let progress = super::progress::bar(objects.len(), "migrate-softhsm: checking");
     for o in &objects {
+        progress.inc(1);
         if o.class() == Some(CKO_PRIVATE_KEY) && matches!(o.key_type(), Some(CKK_EC | CKK_EC_EDWARDS)) {
             check_ec_key(o, &objects).map_err(|e| {
                 format!(
@@ -227,6 +230,7 @@ pub fn run(a: Migrate) -> Result<()> {
             checked += 1;
         }
     }
+    progress.finish_and_clear();
     for d in &dropped {
         eprintln!("note: {d}");
     }

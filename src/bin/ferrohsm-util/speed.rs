@@ -353,8 +353,9 @@ fn measure_sizes(
     // Batch fill of the multi-threaded signing runs only (the single-thread and verify runs
     // would dilute it).
     let mut sign_batches = [0u64; 8];
+    let progress = super::progress::bar(a.sizes.len(), "speed");
     for &bits in &a.sizes {
-        eprint!("measuring RSA-{bits} ...                 \r");
+        progress.set_message(format!("RSA-{bits}"));
         let public = [
             Attribute::Token(true),
             Attribute::ModulusBits(bits.into()),
@@ -404,7 +405,7 @@ fn measure_sizes(
         let verify_all = measure(&p, slot, threads, a.seconds, &verify)?;
         let sign_one = measure(&p, slot, 1, a.seconds / 2.0, &sign)?;
         let openssl = if a.compare_openssl {
-            eprint!("measuring openssl speed rsa{bits} ...   \r");
+            progress.set_message(format!("openssl speed rsa{bits}"));
             openssl_speed(bits, a.seconds, cores)
         } else {
             None
@@ -417,8 +418,9 @@ fn measure_sizes(
             single: sign_one,
             openssl,
         });
+        progress.inc(1);
     }
-    eprint!("                                        \r");
+    progress.finish_and_clear();
     drop(admin);
     p.finalize().ok();
     Ok((rows, ferrohsm::engine::mean_batch_fill(&sign_batches)))

@@ -90,11 +90,13 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
         .map_err(|e| explain("login", e))?;
     let message = b"ferrohsm speed: a message of some length, hashed or not by the mechanism".to_vec();
     let mut rows = vec![];
+    let chosen = CURVES.iter().filter(|c| names.iter().any(|n| n == c.0)).count();
+    let progress = super::progress::bar(chosen, "speed");
     for &(name, label, bits, params, edwards) in CURVES {
         if !names.iter().any(|n| n == name) {
             continue;
         }
-        eprint!("measuring {label} ...                 \r");
+        progress.set_message(label);
         let gen = if edwards {
             Mechanism::EccEdwardsKeyPairGen
         } else {
@@ -132,8 +134,9 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
             sign: super::speed::measure(&p, slot, threads, seconds, &sign)?,
             verify: super::speed::measure(&p, slot, threads, seconds, &verify)?,
         });
+        progress.inc(1);
     }
-    eprint!("                                        \r");
+    progress.finish_and_clear();
     drop(admin);
     p.finalize().ok();
     print_table(&rows);

@@ -155,11 +155,7 @@ fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
             Attribute::ModulusBits(a.key_size.into()),
         ),
         Some((_, params, edwards)) => (
-            if edwards {
-                Mechanism::EccEdwardsKeyPairGen
-            } else {
-                Mechanism::EccKeyPairGen
-            },
+            crate::speed_ec::keygen_mechanism(edwards),
             Attribute::EcParams(params.to_vec()),
         ),
     };

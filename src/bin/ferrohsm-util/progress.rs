@@ -5,11 +5,14 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// What a bar shows: the command, the bar, steps done and due, the current step, time taken.
+const TEMPLATE: &str = "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})";
+
 /// A bar over `len` steps, named `what`; the current step goes in its message.
 pub fn bar(len: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);
-    // The template is a constant: it parses, or the unit test below fails.
-    if let Ok(style) = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})") {
+    // TEMPLATE is a constant: it parses, or the unit test below fails.
+    if let Ok(style) = ProgressStyle::with_template(TEMPLATE) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(what.to_string());
@@ -20,9 +23,6 @@ pub fn bar(len: usize, what: &str) -> ProgressBar {
 mod tests {
     #[test]
     fn the_template_parses() {
-        assert!(
-            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-                .is_ok()
-        );
+        assert!(indicatif::ProgressStyle::with_template(super::TEMPLATE).is_ok());
     }
 }

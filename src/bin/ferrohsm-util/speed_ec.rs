@@ -12,6 +12,15 @@ use std::path::Path;
 
 const PIN: &str = "speed-test-pin";
 
+/// The key-pair generation mechanism of a curve of `CURVES` (Edwards or Weierstrass).
+pub(crate) fn keygen_mechanism(edwards: bool) -> Mechanism<'static> {
+    if edwards {
+        Mechanism::EccEdwardsKeyPairGen
+    } else {
+        Mechanism::EccKeyPairGen
+    }
+}
+
 /// A curve `--curves` may name: its OpenSSL-style label, bits, `CKA_EC_PARAMS`, Edwards or not
 /// (`bench` makes its EC keys from the same table).
 pub(crate) const CURVES: &[(&str, &str, u32, &[u8], bool)] = &[
@@ -90,18 +99,11 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
         .map_err(|e| explain("login", e))?;
     let message = b"ferrohsm speed: a message of some length, hashed or not by the mechanism".to_vec();
     let mut rows = vec![];
-    let chosen = CURVES.iter().filter(|c| names.iter().any(|n| n == c.0)).count();
-    let progress = super::progress::bar(chosen, "speed");
-    for &(name, label, bits, params, edwards) in CURVES {
-        if !names.iter().any(|n| n == name) {
-            continue;
-        }
+    let chosen: Vec<_> = CURVES.iter().filter(|c| names.iter().any(|n| n == c.0)).collect();
+    let progress = super::progress::bar(chosen.len(), "speed");
+    for &&(_, label, bits, params, edwards) in &chosen {
         progress.set_message(label);
-        let gen = if edwards {
-            Mechanism::EccEdwardsKeyPairGen
-        } else {
-            Mechanism::EccKeyPairGen
-        };
+        let gen = keygen_mechanism(edwards);
         let public = [
             Attribute::Token(true),
             Attribute::EcParams(params.to_vec()),

@@ -1,7 +1,10 @@
 //! ferrohsm: a PKCS#11 software token with a fast RSA engine. Module map only.
 
 // Rooms without unsafe code say so, so that none creeps in: unsafe belongs to `ffi` (C
-// pointers), `engine` (SIMD intrinsics), `fork` (pthread_atfork) and `logging` (syslog).
+// pointers), `engine` (SIMD intrinsics), `fork` (pthread_atfork), `logging` (syslog) and `cli`
+// (the vendor function that initialises a token with its user PIN, called through its pointer).
+#[cfg(feature = "cli")]
+pub mod cli;
 #[forbid(unsafe_code)]
 pub mod config;
 pub mod engine;

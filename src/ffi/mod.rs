@@ -16,7 +16,6 @@ mod interface;
 mod object;
 mod session;
 mod slot;
-mod unsupported;
 pub mod vendor;
 
 pub use crypto::*;
@@ -25,7 +24,6 @@ pub use interface::*;
 pub use object::*;
 pub use session::*;
 pub use slot::*;
-pub use unsupported::*;
 pub use vendor::*;
 
 use crate::error::{Error, Result};

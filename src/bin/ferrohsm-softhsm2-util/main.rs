@@ -2,23 +2,10 @@
 //! acting on ferrohsm tokens, so existing setup scripts keep working after the switch.
 #![deny(unsafe_code)]
 
-// module.rs calls the vendor function FERROHSM_InitTokenWithPIN through its C pointer.
-#[path = "../ferrohsm-util/docs.rs"]
-mod docs;
-#[path = "../ferrohsm-util/ec_import.rs"]
-mod ec_import;
-#[allow(unsafe_code)]
-#[path = "../ferrohsm-util/module.rs"]
-mod module;
-#[path = "../ferrohsm-util/pin.rs"]
-mod pin;
-#[allow(dead_code)]
-#[path = "../ferrohsm-util/tokens.rs"]
-mod tokens;
-
 use clap::{CommandFactory, Parser};
 use cryptoki::session::UserType;
-use module::{explain, Result};
+use ferrohsm::cli::module::{self, explain, Result};
+use ferrohsm::cli::{docs, pin, tokens};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

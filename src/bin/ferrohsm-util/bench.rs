@@ -2,13 +2,13 @@
 //! modules in one run, with the ratio of each to the first. RSA, ECDSA (P-256, P-384) and
 //! Ed25519 keys, each made in every module under test.
 
-use crate::module::{explain, Result};
 use clap::Args;
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::Attribute;
 use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
+use ferrohsm::cli::module::{explain, Result};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -140,7 +140,7 @@ fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
     let p = Pkcs11::new(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
     p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
         .map_err(|e| explain(&format!("{} did not initialise", path.display()), e))?;
-    let slot = crate::module::find_token(&p, None, Some(&a.token), None)?;
+    let slot = ferrohsm::cli::module::find_token(&p, None, Some(&a.token), None)?;
     let pin = AuthPin::new(pin.into());
     let admin = p.open_rw_session(slot).map_err(|e| explain("open session", e))?;
     admin

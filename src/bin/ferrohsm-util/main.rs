@@ -3,15 +3,12 @@
 
 mod bench;
 mod copy;
-mod docs;
-mod ec_import;
 mod migrate;
-mod module;
-mod pin;
 mod progress;
 mod speed;
 mod speed_ec;
-mod tokens;
+
+use ferrohsm::cli::{docs, tokens};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;

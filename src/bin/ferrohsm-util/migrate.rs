@@ -2,10 +2,10 @@
 //! label, serial, PINs and objects, written in one transaction, every private key checked by
 //! a signature verified with the token's own public key object.
 
-use crate::module::Result;
-use crate::pin;
 use clap::Args;
 use cryptoki_sys::*;
+use ferrohsm::cli::module::Result;
+use ferrohsm::cli::pin;
 use ferrohsm::engine::{PreparedKey, PublicKey};
 use ferrohsm::mechanism::{rsa as rsa_mech, HashAlg, Mechanism};
 use ferrohsm::token::attributes::Attributes;

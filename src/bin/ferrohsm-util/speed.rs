@@ -5,12 +5,12 @@
 //! families exist, which this CPU runs and which one served come from the module's vendor
 //! statistics, never from a copy of the module's choice.
 
-use crate::module::{self, explain, Result};
 use clap::Args;
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, ObjectHandle};
 use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
+use ferrohsm::cli::module::{self, explain, Result};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -2,12 +2,12 @@
 //! and verify throughput through the module's PKCS#11 entry points, on a temporary token of the
 //! in-memory store, printed the way `openssl speed ecdsap256 ed25519` prints it.
 
-use crate::module::{self, explain, Result};
 use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::Attribute;
 use cryptoki::session::{Session, UserType};
 use cryptoki::types::AuthPin;
+use ferrohsm::cli::module::{self, explain, Result};
 use std::path::Path;
 
 const PIN: &str = "speed-test-pin";

@@ -1,6 +1,6 @@
 //! PINs from a flag, an environment variable, or a prompt without echo.
 
-use crate::module::Result;
+use super::module::Result;
 use cryptoki::types::AuthPin;
 
 /// The PIN given on the command line, else in `$env_var`, else typed at a prompt.

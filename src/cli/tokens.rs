@@ -1,8 +1,8 @@
 //! Token management commands: show-slots, init-token, list-objects, import, delete-token,
 //! set-pin.
 
-use crate::module::{self, explain, Result};
-use crate::pin;
+use super::module::{self, explain, Result};
+use super::pin;
 use clap::Args;
 use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass};
 use cryptoki::session::UserType;
@@ -163,8 +163,8 @@ pub fn list_objects(m: Option<&Path>, a: ListObjects) -> Result<()> {
                 Attribute::KeyType(k) => kind = k.to_string(),
                 Attribute::Id(v) => id = hex(&v),
                 Attribute::Label(v) => label = String::from_utf8_lossy(&v).into_owned(),
-                Attribute::Modulus(n) => bits = ferrohsm::engine::bit_len(&n),
-                Attribute::EcParams(v) => curve = ferrohsm::mechanism::ec_params::parse_ec_params(&v).ok(),
+                Attribute::Modulus(n) => bits = crate::engine::bit_len(&n),
+                Attribute::EcParams(v) => curve = crate::mechanism::ec_params::parse_ec_params(&v).ok(),
                 _ => {}
             }
         }
@@ -390,23 +390,21 @@ pub fn delete_from_store(
     serial: Option<&str>,
     so_pin: Option<&cryptoki::types::AuthPin>,
 ) -> Result<(String, u64, String)> {
-    use ferrohsm::store::{PinOwner, Store};
+    use crate::store::{PinOwner, Store};
     use secrecy::ExposeSecret;
-    let config = ferrohsm::config::Config::load().map_err(|e| e.to_string())?;
+    let config = crate::config::Config::load().map_err(|e| e.to_string())?;
     if config.store.backend == "memory" {
         return Err(
             "deleting tokens works on the sqlite and postgres stores; the configured store is in memory"
                 .into(),
         );
     }
-    let store = ferrohsm::store::open_sealed(&config)?;
+    let store = crate::store::open_sealed(&config)?;
     let tokens = store
         .tokens()
         .map_err(|e| format!("cannot read the store: {e}"))?;
-    let label_of =
-        |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.label).trim_end().to_string();
-    let serial_of =
-        |t: &ferrohsm::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
+    let label_of = |t: &crate::store::TokenRecord| String::from_utf8_lossy(&t.label).trim_end().to_string();
+    let serial_of = |t: &crate::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
     let token = tokens
         .iter()
         .find(|t| {

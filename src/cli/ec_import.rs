@@ -34,7 +34,7 @@ macro_rules! try_weierstrass {
             .or_else(|| $c::SecretKey::from_pkcs8_der($bytes).ok())
             .or_else(|| $c::SecretKey::from_sec1_der($bytes).ok());
         if let Some(k) = key {
-            let curve = ferrohsm::mechanism::ec_params::parse_ec_params(&printable($name)).ok();
+            let curve = crate::mechanism::ec_params::parse_ec_params(&printable($name)).ok();
             return curve.map(|c| EcKey {
                 key_type: KeyType::EC,
                 params: c.oid_der(),
@@ -64,7 +64,7 @@ pub fn read_ec_key(bytes: &[u8]) -> Option<EcKey> {
         .or_else(|| ed25519_dalek::SigningKey::from_pkcs8_der(bytes).ok())?;
     Some(EcKey {
         key_type: KeyType::EC_EDWARDS,
-        params: ferrohsm::mechanism::ec_params::Curve::Ed25519.oid_der(),
+        params: crate::mechanism::ec_params::Curve::Ed25519.oid_der(),
         value: Zeroizing::new(ed.to_bytes().to_vec()),
         point: ed.verifying_key().to_bytes().to_vec(),
         curve: "Ed25519",
@@ -104,7 +104,7 @@ pub fn store(
             Attribute::Id(id),
             Attribute::Label(label),
             Attribute::EcParams(key.params.to_vec()),
-            Attribute::EcPoint(ferrohsm::mechanism::ec_params::wrap_point(&key.point)),
+            Attribute::EcPoint(crate::mechanism::ec_params::wrap_point(&key.point)),
         ];
         s.create_object(&public)
             .map_err(|e| explain("cannot store the public key", e))?;

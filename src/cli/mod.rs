@@ -1,0 +1,11 @@
+//! What the two programs (`ferrohsm-util`, `ferrohsm-softhsm2-util`) share: loading the module
+//! through PKCS#11 as any application does, finding tokens, reading PINs, importing keys,
+//! deleting tokens, and writing their man pages and completions. Built only with the `cli`
+//! feature (on by default), so the module itself depends on none of the command-line crates:
+//! `cargo tree -e normal --no-default-features` shows the module's own dependencies.
+
+pub mod docs;
+pub mod ec_import;
+pub mod module;
+pub mod pin;
+pub mod tokens;

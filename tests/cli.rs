@@ -691,6 +691,84 @@ fn bench_compares_modules_including_softhsm() {
     assert!(lines[0].contains("\"key\":\"RSA-1024\""), "{}", lines[0]);
 }
 
+/// `bench --plot`: every module measured at every thread count (a JSON line each), and an SVG
+/// with one line per module (a point per thread count) and the `openssl speed -multi` line.
+#[test]
+fn bench_plot_draws_every_module_at_every_thread_count() {
+    let env = TestEnv::new();
+    let sh_conf = bench_tokens(&env);
+    let svg = env.dir.path().join("bench.svg");
+    let run = |threads: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+            .args(["bench", "--module", module_path().to_str().unwrap()])
+            .args(["--module", "/usr/lib/softhsm/libsofthsm2.so", "--token", "bench"])
+            .args([
+                "--pin",
+                USER_PIN,
+                "--key-size",
+                "1024",
+                "--seconds",
+                "0.4",
+                "--rounds",
+                "1",
+            ])
+            .args([
+                "--json",
+                "--plot",
+                svg.to_str().unwrap(),
+                "--plot-threads",
+                threads,
+            ])
+            .env("FERROHSM_CONF", env.conf())
+            .env("SOFTHSM2_CONF", &sh_conf)
+            .output()
+            .unwrap()
+    };
+    let o = run("1,2,4");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    for (i, t) in [1, 1, 2, 2, 4, 4].iter().enumerate() {
+        assert!(lines[i].contains(&format!("\"threads\":{t},")), "{}", lines[i]);
+        let module = if i % 2 == 0 {
+            "libferrohsm.so"
+        } else {
+            "libsofthsm2.so"
+        };
+        assert!(lines[i].contains(module), "{}", lines[i]);
+    }
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg"), "{drawn}");
+    for legend in [
+        "libferrohsm.so",
+        "libsofthsm2.so",
+        "openssl speed -multi",
+        "RSA-1024",
+    ] {
+        assert!(drawn.contains(legend), "{legend} missing from the plot");
+    }
+    assert!(
+        err.contains("openssl speed -multi") && err.contains("sign/s"),
+        "{err}"
+    );
+    // A line per module through its three points, and the openssl line through two.
+    let lines: Vec<usize> = drawn
+        .split("<polyline")
+        .skip(1)
+        .map(|p| p.split("points=\"").nth(1).unwrap().split('"').next().unwrap())
+        .map(|points| points.split_whitespace().count())
+        .collect();
+    assert_eq!(lines.iter().filter(|&&n| n == 3).count(), 2, "{lines:?}");
+    assert!(lines.contains(&2), "{lines:?}");
+    let o = run("0,2");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("thread counts must be 1 or more"));
+}
+
 /// The EC mechanisms of `bench`: an ECDSA P-256, P-384 and Ed25519 key made in each module,
 /// signatures counted in both; an unknown mechanism is refused before any module is loaded.
 #[test]

@@ -18,6 +18,7 @@ const CLI_CRATES: &[&str] = &[
     "libloading",
     "cryptoki",
     "tempfile",
+    "plotters",
 ];
 
 /// The direct normal dependencies of package `ferrohsm` with `features` (cargo tree, from the

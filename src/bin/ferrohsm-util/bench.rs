@@ -1,7 +1,9 @@
 //! `bench`: sign throughput and latency of any PKCS#11 module through its C API, several
 //! modules in one run, with the ratio of each to the first. RSA, ECDSA (P-256, P-384) and
-//! Ed25519 keys, each made in every module under test.
+//! Ed25519 keys, each made in every module under test. With `--plot FILE.svg` it runs at every
+//! thread count of `--plot-threads` and draws the figures (plot.rs).
 
+use crate::plot;
 use clap::Args;
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::mechanism::Mechanism;
@@ -51,6 +53,14 @@ pub struct Bench {
     /// every module alike.
     #[arg(long, default_value_t = 4)]
     rounds: usize,
+    /// Measure at every thread count of --plot-threads (--threads is then ignored) and draw
+    /// signatures/s against threads for every module, with `openssl speed -multi <cores>` as
+    /// a reference line, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// The thread counts --plot measures.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    plot_threads: Vec<usize>,
 }
 
 /// The key a `--mechanism` signs with.
@@ -136,7 +146,8 @@ struct Loaded {
     latencies: Vec<Duration>,
 }
 
-fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
+/// Loads `path` with `count` keys (one per thread of the largest run, or one for all).
+fn load(path: &PathBuf, a: &Bench, pin: &str, count: usize) -> Result<Loaded> {
     let p = Pkcs11::new(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
     p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
         .map_err(|e| explain(&format!("{} did not initialise", path.display()), e))?;
@@ -146,7 +157,6 @@ fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
     admin
         .login(UserType::User, Some(&pin))
         .map_err(|e| explain("login", e))?;
-    let count = if a.key_per_thread { a.threads } else { 1 };
     let mut keys = vec![];
     let mut owned = vec![];
     let (generate, public) = match KeyKind::of(&a.mechanism).curve() {
@@ -190,14 +200,14 @@ fn load(path: &PathBuf, a: &Bench, pin: &str) -> Result<Loaded> {
     })
 }
 
-/// One measuring round on a loaded module.
-fn round(m: &mut Loaded, a: &Bench, seconds: f64) -> Result<()> {
+/// One measuring round on a loaded module, with `threads` client threads.
+fn round(m: &mut Loaded, a: &Bench, threads: usize, seconds: f64) -> Result<()> {
     let (_, message) = mechanism(&a.mechanism)?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let (p, slot, keys) = (&m.p, m.slot, &m.keys);
     let latencies: Vec<Vec<Duration>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..a.threads)
+        let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (stop, message) = (&stop, &message);
                 sc.spawn(move || -> Result<Vec<Duration>> {
@@ -229,6 +239,7 @@ fn round(m: &mut Loaded, a: &Bench, seconds: f64) -> Result<()> {
     Ok(())
 }
 
+/// The figures of the rounds so far, which it clears for the next thread count.
 fn figures(m: &mut Loaded) -> Result<Figures> {
     if m.latencies.is_empty() {
         return Err("no signature completed; raise --seconds".into());
@@ -236,12 +247,15 @@ fn figures(m: &mut Loaded) -> Result<Figures> {
     m.latencies.sort();
     let all = &m.latencies;
     let pick = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
-    Ok(Figures {
+    let f = Figures {
         per_s: m.signatures as f64 / m.elapsed,
         p50: pick(0.5),
         p99: pick(0.99),
         max: *all.last().unwrap(),
-    })
+    };
+    (m.signatures, m.elapsed) = (0, 0.0);
+    m.latencies.clear();
+    Ok(f)
 }
 
 pub fn run(a: Bench) -> Result<()> {
@@ -250,46 +264,87 @@ pub fn run(a: Bench) -> Result<()> {
         .clone()
         .or_else(|| std::env::var("FERROHSM_PIN").ok())
         .ok_or("give --pin or FERROHSM_PIN")?;
-    // An unknown mechanism is refused before any module is loaded.
+    // An unknown mechanism or a thread count of 0 is refused before any module is loaded.
     mechanism(&a.mechanism)?;
+    let counts = match &a.plot {
+        Some(_) => a.plot_threads.clone(),
+        None => vec![a.threads],
+    };
+    let most = match counts.iter().max() {
+        Some(&n) if !counts.contains(&0) => n,
+        _ => return Err("thread counts must be 1 or more".into()),
+    };
     let kind = KeyKind::of(&a.mechanism);
+    let keys = if a.key_per_thread { most } else { 1 };
     let mut loaded = a
         .modules
         .iter()
-        .map(|path| load(path, &a, &pin))
+        .map(|path| load(path, &a, &pin, keys))
         .collect::<Result<Vec<_>>>()?;
     let rounds = a.rounds.max(1);
-    let progress = super::progress::bar(rounds * a.modules.len(), "bench");
-    for r in 0..rounds {
-        for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
-            progress.set_message(format!("round {}/{rounds}: {}", r + 1, path.display()));
-            round(m, &a, a.seconds / rounds as f64)?;
-            progress.inc(1);
+    let mut series: Vec<plot::Series> = a
+        .modules
+        .iter()
+        .map(|p| plot::Series {
+            name: p
+                .file_name()
+                .map_or(p.display().to_string(), |n| n.to_string_lossy().into()),
+            points: vec![],
+        })
+        .collect();
+    let progress = super::progress::bar(counts.len() * rounds * a.modules.len(), "bench");
+    for &threads in &counts {
+        for r in 0..rounds {
+            for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
+                progress.set_message(format!(
+                    "{threads} threads, round {}/{rounds}: {}",
+                    r + 1,
+                    path.display()
+                ));
+                round(m, &a, threads, a.seconds / rounds as f64)?;
+                progress.inc(1);
+            }
+        }
+        let mut first = None;
+        for ((path, m), s) in a.modules.iter().zip(loaded.iter_mut()).zip(series.iter_mut()) {
+            let f = figures(m)?;
+            s.points.push((threads, f.per_s));
+            let base = *first.get_or_insert(f.per_s);
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            progress.suspend(|| {
+                if a.json {
+                    println!(
+                        "{{\"module\":{:?},\"mechanism\":{:?},\"key\":{:?},\"key_size\":{},\"threads\":{},\"sign_per_s\":{:.1},\"per_thread\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"ratio\":{:.2}}}",
+                        path.display().to_string(), a.mechanism, kind.name(a.key_size), kind.bits(a.key_size), threads, f.per_s, f.per_s / threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
+                    );
+                } else {
+                    println!(
+                        "{:<48} {} {:>2} threads {:>9.1} sign/s ({:>7.1}/thread)  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>8.3} ms  ratio {:>5.2}",
+                        path.display().to_string(), kind.name(a.key_size), threads, f.per_s, f.per_s / threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
+                    );
+                }
+            });
         }
     }
     progress.finish_and_clear();
-    let mut first = None;
-    for (path, m) in a.modules.iter().zip(loaded.iter_mut()) {
-        let f = figures(m)?;
-        let base = *first.get_or_insert(f.per_s);
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        if a.json {
-            println!(
-                "{{\"module\":{:?},\"mechanism\":{:?},\"key\":{:?},\"key_size\":{},\"threads\":{},\"sign_per_s\":{:.1},\"per_thread\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\"ratio\":{:.2}}}",
-                path.display().to_string(), a.mechanism, kind.name(a.key_size), kind.bits(a.key_size), a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
-            );
-        } else {
-            println!(
-                "{:<48} {} {:>2} threads {:>9.1} sign/s ({:>7.1}/thread)  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>8.3} ms  ratio {:>5.2}",
-                path.display().to_string(), kind.name(a.key_size), a.threads, f.per_s, f.per_s / a.threads as f64, ms(f.p50), ms(f.p99), ms(f.max), f.per_s / base
-            );
-        }
-    }
     // Token keys made for the run are removed.
     for m in &loaded {
         for h in &m.owned {
             let _ = m.admin.destroy_object(*h);
         }
+    }
+    if let Some(file) = &a.plot {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let key = kind.name(a.key_size);
+        let openssl = plot::openssl_multi(&key, kind.bits(a.key_size), a.seconds, cores);
+        let label = format!("openssl speed -multi {cores}");
+        match openssl {
+            Some(v) => eprintln!("{label} {key}: {v:.1} sign/s"),
+            None => eprintln!("openssl speed printed no {key} figure: the plot has no reference line"),
+        }
+        let title = format!("{key} ({}) on {}", a.mechanism, plot::cpu());
+        plot::draw(file, &title, &series, openssl.map(|v| (label.as_str(), v)))?;
+        eprintln!("plot written to {}", file.display());
     }
     Ok(())
 }

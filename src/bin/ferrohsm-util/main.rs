@@ -4,6 +4,7 @@
 mod bench;
 mod copy;
 mod migrate;
+mod plot;
 mod progress;
 mod speed;
 mod speed_ec;

@@ -63,32 +63,43 @@ pub struct Bench {
     plot_threads: Vec<usize>,
 }
 
+/// The EC mechanisms of `--mechanism`: its name, the curve it makes its key on (a short name
+/// of `speed_ec::CURVES`), and how the figures name the key. ECDSA signs a digest of the
+/// curve's size (as `openssl speed ecdsap256` does), EdDSA a 32-byte message.
+const EC_MECHANISMS: &[(&str, &str, &str)] = &[
+    ("ecdsa-p256", "p256", "ECDSA-P256"),
+    ("ecdsa-p384", "p384", "ECDSA-P384"),
+    ("eddsa-ed25519", "ed25519", "Ed25519"),
+];
+
 /// The key a `--mechanism` signs with.
 #[derive(Clone, Copy)]
 enum KeyKind {
     Rsa,
-    /// A curve of `speed_ec::CURVES`, by its short name.
-    Ec(&'static str),
+    /// A row of `EC_MECHANISMS` and its curve's row of `speed_ec::CURVES`.
+    Ec(
+        &'static str,
+        &'static (&'static str, &'static str, u32, &'static [u8], bool),
+    ),
 }
 
 impl KeyKind {
     fn of(mechanism: &str) -> KeyKind {
-        match mechanism {
-            "ecdsa-p256" => KeyKind::Ec("p256"),
-            "ecdsa-p384" => KeyKind::Ec("p384"),
-            "eddsa-ed25519" => KeyKind::Ec("ed25519"),
-            _ => KeyKind::Rsa,
-        }
+        EC_MECHANISMS
+            .iter()
+            .find(|m| m.0 == mechanism)
+            .and_then(|&(_, curve, name)| {
+                let c = crate::speed_ec::CURVES.iter().find(|c| c.0 == curve)?;
+                Some(KeyKind::Ec(name, c))
+            })
+            .unwrap_or(KeyKind::Rsa)
     }
 
     /// (bits, CKA_EC_PARAMS, Edwards) of an EC kind.
     fn curve(self) -> Option<(u32, &'static [u8], bool)> {
         match self {
             KeyKind::Rsa => None,
-            KeyKind::Ec(name) => crate::speed_ec::CURVES
-                .iter()
-                .find(|c| c.0 == name)
-                .map(|&(_, _, bits, params, edwards)| (bits, params, edwards)),
+            KeyKind::Ec(_, &(_, _, bits, params, edwards)) => Some((bits, params, edwards)),
         }
     }
 
@@ -96,9 +107,7 @@ impl KeyKind {
     fn name(self, rsa_bits: u64) -> String {
         match self {
             KeyKind::Rsa => format!("RSA-{rsa_bits}"),
-            KeyKind::Ec("p256") => "ECDSA-P256".into(),
-            KeyKind::Ec("p384") => "ECDSA-P384".into(),
-            KeyKind::Ec(_) => "Ed25519".into(),
+            KeyKind::Ec(name, _) => name.into(),
         }
     }
 
@@ -110,18 +119,18 @@ impl KeyKind {
 /// The mechanism and data of `--mechanism` (built per thread: mechanisms cannot cross threads).
 fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
     use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
-    Ok(match name {
-        // A digest stands in for the hash of the signed data, as for RSA-PKCS.
-        "ecdsa-p256" => (Mechanism::Ecdsa, vec![0x5a; 32]),
-        "ecdsa-p384" => (Mechanism::Ecdsa, vec![0x5a; 48]),
-        "eddsa-ed25519" => (
+    Ok(match KeyKind::of(name).curve() {
+        Some((_, _, true)) => (
             Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure)),
             b"ferrohsm speed test message, 32b".to_vec(),
         ),
-        rsa => crate::speed::mechanism(rsa).map_err(|_| {
+        // A digest stands in for the hash of the signed data, as for RSA-PKCS.
+        Some((bits, _, false)) => (Mechanism::Ecdsa, vec![0x5a; bits.div_ceil(8) as usize]),
+        None => crate::speed::mechanism(name).map_err(|_| {
+            let ec: Vec<&str> = EC_MECHANISMS.iter().map(|m| m.0).collect();
             format!(
-                "unknown mechanism {rsa:?}; use sha256-rsa-pkcs, rsa-pkcs, sha256-rsa-pkcs-pss, \
-                 ecdsa-p256, ecdsa-p384 or eddsa-ed25519"
+                "unknown mechanism {name:?}; use sha256-rsa-pkcs, rsa-pkcs, sha256-rsa-pkcs-pss, {}",
+                ec.join(", ")
             )
         })?,
     })

@@ -351,7 +351,11 @@ pub fn run(a: Bench) -> Result<()> {
             Some(v) => eprintln!("{label} {key}: {v:.1} sign/s"),
             None => eprintln!("openssl speed printed no {key} figure: the plot has no reference line"),
         }
-        let title = format!("{key} ({}) on {}", a.mechanism, plot::cpu());
+        let mut title = format!("{key} ({}) on {}", a.mechanism, plot::cpu());
+        // A forced kernel family changes what the figures mean: the title says so.
+        if let Ok(k) = std::env::var("FERROHSM_KERNEL") {
+            title.push_str(&format!(", FERROHSM_KERNEL={k}"));
+        }
         plot::draw(file, &title, &series, openssl.map(|v| (label.as_str(), v)))?;
         eprintln!("plot written to {}", file.display());
     }

@@ -43,15 +43,10 @@ pub fn openssl_multi(key: &str, bits: u64, seconds: f64, cores: usize) -> Option
     fields.get(fields.len().checked_sub(2)?)?.parse().ok()
 }
 
-/// The CPU the figures come from, as /proc/cpuinfo names it, with the number of cores.
+/// The CPU the figures come from, with the number of cores.
 pub fn cpu() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = info
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')))
-        .map_or("unknown CPU", |(_, m)| m.trim());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{model}, {cores} cores")
+    format!("{}, {cores} cores", crate::speed::cpu_model())
 }
 
 /// Draws `series` (and the openssl line, if any) to the SVG file `path`.

@@ -201,7 +201,8 @@ pub fn measure(
     Ok(count.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
 }
 
-fn cpu_model() -> String {
+/// The CPU's name as /proc/cpuinfo gives it (`speed` and `bench --plot` print it).
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {

@@ -6,10 +6,10 @@
 
 use super::ec_check::{self, LazyTable};
 use super::ec_params::{bits2int, Curve};
+use super::ec_sign;
 use super::eddsa;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
-use p256::ecdsa::signature::hazmat::RandomizedPrehashSigner;
 use zeroize::Zeroizing;
 
 /// A private key, prepared once per object; ECDSA keys carry their public point's table for
@@ -53,17 +53,18 @@ macro_rules! weierstrass {
     };
 }
 
-/// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c`, checked
-/// with its verifying key (full ECDSA verification, `ec_check` over the key's table `$t`)
-/// before release. A macro: `SigningKey`'s bounds are long to name.
+/// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c` (`ec_sign`),
+/// checked with its verifying key (full ECDSA verification, `ec_check` over the key's table
+/// `$t`) before release. A macro: `SigningKey`'s bounds are long to name.
 /// The nonce is hedged: RFC 6979 with fresh random input (its section 3.6). A purely
 /// deterministic nonce gives a fault attacker two signatures under one k whenever one faulty
 /// signature escapes; a random one alone rests on the RNG. Both together need both to fail.
 macro_rules! ecdsa_sign_checked {
     ($c:ident, $k:expr, $t:expr, $z:expr) => {{
-        let sig: $c::ecdsa::Signature = $k
-            .sign_prehash_with_rng(&mut getrandom::SysRng, $z)
-            .map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        // The fresh input, as `sign_prehash_with_rng` draws it: the scalar's length.
+        let mut ad = Zeroizing::new(vec![0u8; $c::FieldBytes::default().len()]);
+        getrandom::fill(&mut ad).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        let sig: $c::ecdsa::Signature = ec_sign::sign($k.as_nonzero_scalar(), $z, &ad);
         release_checked(sig.to_bytes().to_vec(), |s| {
             let s = $c::ecdsa::Signature::from_slice(s).map_err(|_| ())?;
             let table = $t.get($k.verifying_key().as_affine());

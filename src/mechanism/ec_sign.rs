@@ -159,13 +159,15 @@ impl<C: PrimeCurveParams> Comb<C> {
             });
         }
         let (x, _, z) = acc.expect("at least one window");
-        let zinv = Option::<C::FieldElement>::from(Field::invert(&z)).unwrap_or(C::FieldElement::ZERO);
+        // Z is never zero (k·G is not the identity); no branch on it either way.
+        let zinv = Field::invert(&z).unwrap_or(C::FieldElement::ZERO);
         (x * zinv).to_repr()
     }
 }
 
+/// A coordinate from its bytes, without a branch on them (a table entry always decodes).
 fn fe<C: PrimeCurveParams>(b: &FieldBytes<C>) -> C::FieldElement {
-    Option::<C::FieldElement>::from(C::FieldElement::from_repr(*b)).unwrap_or(C::FieldElement::ZERO)
+    C::FieldElement::from_repr(*b).unwrap_or(C::FieldElement::ZERO)
 }
 
 /// Complete mixed addition for a = -3 (Renes–Costello–Batina 2015, algorithm 5), the second

@@ -4,27 +4,30 @@
 //! checks of imported key material (point on the curve, scalar in range, scalar matching the
 //! point), and the rule that no signature leaves before the public key has verified it.
 
+use super::ec_check::{self, LazyTable};
 use super::ec_params::{bits2int, Curve};
+use super::ec_sign;
 use super::eddsa;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
-use p256::ecdsa::signature::hazmat::{PrehashVerifier, RandomizedPrehashSigner};
 use zeroize::Zeroizing;
 
-/// A private key, prepared once per object.
+/// A private key, prepared once per object; ECDSA keys carry their public point's table for
+/// the check before release (`ec_check`), made on the first signature.
 pub enum PrivateKey {
-    P256(p256::ecdsa::SigningKey),
-    P384(p384::ecdsa::SigningKey),
-    P521(p521::ecdsa::SigningKey),
+    P256(p256::ecdsa::SigningKey, LazyTable<p256::NistP256>),
+    P384(p384::ecdsa::SigningKey, LazyTable<p384::NistP384>),
+    P521(p521::ecdsa::SigningKey, LazyTable<p521::NistP521>),
     Ed25519(ed25519_dalek::SigningKey),
 }
 
-/// A public key: a point checked to be on its curve and not the identity.
+/// A public key: a point checked to be on its curve and not the identity (with its table for
+/// `ec_check`, made on the first verification).
 #[derive(Clone)]
 pub enum PublicKey {
-    P256(p256::ecdsa::VerifyingKey),
-    P384(p384::ecdsa::VerifyingKey),
-    P521(p521::ecdsa::VerifyingKey),
+    P256(p256::ecdsa::VerifyingKey, LazyTable<p256::NistP256>),
+    P384(p384::ecdsa::VerifyingKey, LazyTable<p384::NistP384>),
+    P521(p521::ecdsa::VerifyingKey, LazyTable<p521::NistP521>),
     Ed25519(ed25519_dalek::VerifyingKey),
 }
 
@@ -42,38 +45,44 @@ fn invalid_err(what: impl std::fmt::Display) -> Error {
 macro_rules! weierstrass {
     ($key:expr, $ty:ident, $k:ident => $body:expr, $e:ident => $ed:expr) => {
         match $key {
-            $ty::P256($k) => $body,
-            $ty::P384($k) => $body,
-            $ty::P521($k) => $body,
+            $ty::P256($k, _) => $body,
+            $ty::P384($k, _) => $body,
+            $ty::P521($k, _) => $body,
             $ty::Ed25519($e) => $ed,
         }
     };
 }
 
-/// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c`, checked
-/// with its verifying key before release. A macro: the three curves share no nameable trait.
+/// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c` (`ec_sign`),
+/// checked with its verifying key (full ECDSA verification, `ec_check` over the key's table
+/// `$t`) before release. A macro: `SigningKey`'s bounds are long to name.
 /// The nonce is hedged: RFC 6979 with fresh random input (its section 3.6). A purely
 /// deterministic nonce gives a fault attacker two signatures under one k whenever one faulty
 /// signature escapes; a random one alone rests on the RNG. Both together need both to fail.
 macro_rules! ecdsa_sign_checked {
-    ($c:ident, $k:expr, $z:expr) => {{
-        let sig: $c::ecdsa::Signature = $k
-            .sign_prehash_with_rng(&mut getrandom::SysRng, $z)
-            .map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+    ($c:ident, $k:expr, $t:expr, $z:expr) => {{
+        // The fresh input, as `sign_prehash_with_rng` draws it: the scalar's length.
+        let mut ad = Zeroizing::new(vec![0u8; $c::FieldBytes::default().len()]);
+        getrandom::fill(&mut ad).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        let sig: $c::ecdsa::Signature = ec_sign::sign($k.as_nonzero_scalar(), $z, &ad);
         release_checked(sig.to_bytes().to_vec(), |s| {
             let s = $c::ecdsa::Signature::from_slice(s).map_err(|_| ())?;
-            $k.verifying_key().verify_prehash($z, &s).map_err(|_| ())
+            let table = $t.get($k.verifying_key().as_affine());
+            ec_check::verify(table, $z, &s).then_some(()).ok_or(())
         })
     }};
 }
 
-/// Checks raw r || s `$sig` over `$z` with verifying key `$k` of curve module `$c`.
+/// Checks raw r || s `$sig` over `$z` with verifying key `$k` (table `$t`) of curve module `$c`.
 macro_rules! ecdsa_verify {
-    ($c:ident, $k:expr, $z:expr, $sig:expr) => {{
+    ($c:ident, $k:expr, $t:expr, $z:expr, $sig:expr) => {{
         // r and s must each be in [1, n-1]: from_slice refuses the rest.
         let s = $c::ecdsa::Signature::from_slice($sig).map_err(|_| Error(CKR_SIGNATURE_INVALID))?;
-        $k.verify_prehash($z, &s)
-            .map_err(|_| Error(CKR_SIGNATURE_INVALID))
+        if ec_check::verify($t.get($k.as_affine()), $z, &s) {
+            Ok(())
+        } else {
+            Err(Error(CKR_SIGNATURE_INVALID))
+        }
     }};
 }
 
@@ -117,15 +126,18 @@ impl PrivateKey {
         };
         let v = || pad_scalar(curve, value);
         Ok(match curve {
-            Curve::P256 => {
-                PrivateKey::P256(p256::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
-            }
-            Curve::P384 => {
-                PrivateKey::P384(p384::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
-            }
-            Curve::P521 => {
-                PrivateKey::P521(p521::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?)
-            }
+            Curve::P256 => PrivateKey::P256(
+                p256::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?,
+                LazyTable::new(),
+            ),
+            Curve::P384 => PrivateKey::P384(
+                p384::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?,
+                LazyTable::new(),
+            ),
+            Curve::P521 => PrivateKey::P521(
+                p521::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?,
+                LazyTable::new(),
+            ),
             Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?),
         })
     }
@@ -160,9 +172,9 @@ impl PrivateKey {
 
     pub fn curve(&self) -> Curve {
         match self {
-            PrivateKey::P256(_) => Curve::P256,
-            PrivateKey::P384(_) => Curve::P384,
-            PrivateKey::P521(_) => Curve::P521,
+            PrivateKey::P256(..) => Curve::P256,
+            PrivateKey::P384(..) => Curve::P384,
+            PrivateKey::P521(..) => Curve::P521,
             PrivateKey::Ed25519(_) => Curve::Ed25519,
         }
     }
@@ -175,9 +187,9 @@ impl PrivateKey {
 
     pub fn public(&self) -> PublicKey {
         match self {
-            PrivateKey::P256(k) => PublicKey::P256(*k.verifying_key()),
-            PrivateKey::P384(k) => PublicKey::P384(*k.verifying_key()),
-            PrivateKey::P521(k) => PublicKey::P521(*k.verifying_key()),
+            PrivateKey::P256(k, t) => PublicKey::P256(*k.verifying_key(), t.clone()),
+            PrivateKey::P384(k, t) => PublicKey::P384(*k.verifying_key(), t.clone()),
+            PrivateKey::P521(k, t) => PublicKey::P521(*k.verifying_key(), t.clone()),
             PrivateKey::Ed25519(k) => PublicKey::Ed25519(k.verifying_key()),
         }
     }
@@ -191,17 +203,17 @@ impl PrivateKey {
     /// be on the curve when `peer` was made.
     pub fn ecdh(&self, peer: &PublicKey) -> Result<Zeroizing<Vec<u8>>> {
         let x = match (self, peer) {
-            (PrivateKey::P256(k), PublicKey::P256(q)) => {
+            (PrivateKey::P256(k, _), PublicKey::P256(q, _)) => {
                 p256::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
                     .raw_secret_bytes()
                     .to_vec()
             }
-            (PrivateKey::P384(k), PublicKey::P384(q)) => {
+            (PrivateKey::P384(k, _), PublicKey::P384(q, _)) => {
                 p384::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
                     .raw_secret_bytes()
                     .to_vec()
             }
-            (PrivateKey::P521(k), PublicKey::P521(q)) => {
+            (PrivateKey::P521(k, _), PublicKey::P521(q, _)) => {
                 p521::ecdh::diffie_hellman(k.as_nonzero_scalar(), q.as_affine())
                     .raw_secret_bytes()
                     .to_vec()
@@ -221,9 +233,9 @@ impl PrivateKey {
     pub fn sign(&self, input: &[u8]) -> Result<Vec<u8>> {
         let z = bits2int(input, self.curve());
         match self {
-            PrivateKey::P256(k) => ecdsa_sign_checked!(p256, k, &z),
-            PrivateKey::P384(k) => ecdsa_sign_checked!(p384, k, &z),
-            PrivateKey::P521(k) => ecdsa_sign_checked!(p521, k, &z),
+            PrivateKey::P256(k, t) => ecdsa_sign_checked!(p256, k, t, &z),
+            PrivateKey::P384(k, t) => ecdsa_sign_checked!(p384, k, t, &z),
+            PrivateKey::P521(k, t) => ecdsa_sign_checked!(p521, k, t, &z),
             PrivateKey::Ed25519(e) => eddsa::sign_checked(e, input),
         }
     }
@@ -235,24 +247,27 @@ impl PublicKey {
     pub fn from_point(curve: Curve, raw: &[u8]) -> Result<Self> {
         let off_curve = |_| invalid_err(format!("CKA_EC_POINT is not a point on {}", curve.name()));
         Ok(match curve {
-            Curve::P256 => {
-                PublicKey::P256(p256::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?)
-            }
-            Curve::P384 => {
-                PublicKey::P384(p384::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?)
-            }
-            Curve::P521 => {
-                PublicKey::P521(p521::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?)
-            }
+            Curve::P256 => PublicKey::P256(
+                p256::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?,
+                LazyTable::new(),
+            ),
+            Curve::P384 => PublicKey::P384(
+                p384::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?,
+                LazyTable::new(),
+            ),
+            Curve::P521 => PublicKey::P521(
+                p521::ecdsa::VerifyingKey::from_sec1_bytes(raw).map_err(off_curve)?,
+                LazyTable::new(),
+            ),
             Curve::Ed25519 => PublicKey::Ed25519(eddsa::verifying_key(raw)?),
         })
     }
 
     pub fn curve(&self) -> Curve {
         match self {
-            PublicKey::P256(_) => Curve::P256,
-            PublicKey::P384(_) => Curve::P384,
-            PublicKey::P521(_) => Curve::P521,
+            PublicKey::P256(..) => Curve::P256,
+            PublicKey::P384(..) => Curve::P384,
+            PublicKey::P521(..) => Curve::P521,
             PublicKey::Ed25519(_) => Curve::Ed25519,
         }
     }
@@ -282,9 +297,9 @@ impl PublicKey {
         }
         let z = bits2int(input, self.curve());
         match self {
-            PublicKey::P256(k) => ecdsa_verify!(p256, k, &z, sig),
-            PublicKey::P384(k) => ecdsa_verify!(p384, k, &z, sig),
-            PublicKey::P521(k) => ecdsa_verify!(p521, k, &z, sig),
+            PublicKey::P256(k, t) => ecdsa_verify!(p256, k, t, &z, sig),
+            PublicKey::P384(k, t) => ecdsa_verify!(p384, k, t, &z, sig),
+            PublicKey::P521(k, t) => ecdsa_verify!(p521, k, t, &z, sig),
             PublicKey::Ed25519(e) => eddsa::verify(e, input, sig),
         }
     }
@@ -335,6 +350,50 @@ mod tests {
             PublicKey::from_point(Curve::P256, &p).err().unwrap().0,
             CKR_ATTRIBUTE_VALUE_INVALID
         );
+    }
+
+    /// r or s zero, equal to n or above it: refused before any arithmetic; n - 1 is in range
+    /// and simply wrong. (r, n - s) of a good signature verifies: these curves have no low-s rule.
+    #[test]
+    fn ecdsa_verify_refuses_r_and_s_out_of_range() {
+        let n256 = hex_bytes("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
+        let n384 = hex_bytes(concat!(
+            "ffffffffffffffffffffffffffffffffffffffffffffffffc7634d81f4372ddf",
+            "581a0db248b0a77aecec196accc52973"
+        ));
+        for (c, n) in [(Curve::P256, n256), (Curve::P384, n384)] {
+            let k = PrivateKey::generate(c).unwrap();
+            let pk = k.public();
+            let z = [0x11u8; 32];
+            let sig = k.sign(&z).unwrap();
+            pk.verify(&z, &sig).unwrap();
+            let half = sig.len() / 2;
+            let mut n_plus_1 = n.clone();
+            *n_plus_1.last_mut().unwrap() += 1;
+            let mut n_minus_1 = n.clone();
+            *n_minus_1.last_mut().unwrap() -= 1;
+            let zero = vec![0u8; half];
+            let ones = vec![0xffu8; half];
+            for bad in [&zero, &n, &n_plus_1, &ones, &n_minus_1] {
+                for which in 0..2 {
+                    let mut v = sig.clone();
+                    v[which * half..(which + 1) * half].copy_from_slice(bad);
+                    assert_eq!(pk.verify(&z, &v).unwrap_err().0, CKR_SIGNATURE_INVALID);
+                }
+            }
+            // s' = n - s.
+            let s = &sig[half..];
+            let mut high = vec![0u8; half];
+            let mut borrow = 0i16;
+            for i in (0..half).rev() {
+                let d = i16::from(n[i]) - i16::from(s[i]) - borrow;
+                borrow = i16::from(d < 0);
+                high[i] = (d + 256 * borrow) as u8;
+            }
+            let mut v = sig[..half].to_vec();
+            v.extend_from_slice(&high);
+            pk.verify(&z, &v).unwrap();
+        }
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
 //! Rust values, the RSA schemes built on the engine, the elliptic-curve ones (`ec`, `eddsa`,
-//! encodings in `ec_params`), AES modes and key wrapping, and the MACs (`mac`). No C pointers
+//! the fast signature check in `ec_check`, the signer in `ec_sign`, encodings in `ec_params`), AES modes and key wrapping, and the MACs (`mac`). No C pointers
 //! here.
 
 pub mod aes;
 pub mod aes_modes;
 pub mod ec;
+pub mod ec_check;
 pub mod ec_params;
+pub mod ec_sign;
 pub mod eddsa;
 pub mod hash;
 pub mod mac;

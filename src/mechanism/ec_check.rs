@@ -470,6 +470,53 @@ mod tests {
     x_above_n!(p384_x_above_n, p384, p384::NistP384);
     x_above_n!(p521_x_above_n, p521, p521::NistP521);
 
+    /// The exceptional cases of the Jacobian formulas (a point added to itself or to its
+    /// opposite, sums through infinity): with Q = G (d = 1) and z = r, u1 = u2, so the G and Q
+    /// tables offer the same points at every step; with Q = -G (d = n - 1) and z = 2r,
+    /// u1 = 2k and u2 = k, so the sums meet opposite points. Genuine signatures made for
+    /// those keys must pass both checks, and the same with s changed must fail both.
+    macro_rules! equal_and_opposite_points {
+        ($name:ident, $c:ident, $curve:ty) => {
+            #[test]
+            fn $name() {
+                type S = Scalar<$curve>;
+                let len = <FieldBytes<$curve>>::default().len();
+                let g = ProjectivePoint::<$curve>::GENERATOR.to_affine();
+                for (neg, z_times) in [(false, 1u64), (true, 2u64)] {
+                    let q = if neg { -g } else { g };
+                    let vk = $c::ecdsa::VerifyingKey::from_affine(q).unwrap();
+                    let table = KeyTable::<$curve>::new(&q);
+                    for _ in 0..24 {
+                        let mut kb = random(len);
+                        if len == 66 {
+                            kb[0] &= 1;
+                        }
+                        let k = <S as Reduce<FieldBytes<$curve>>>::reduce(
+                            &FieldBytes::<$curve>::try_from(&kb[..]).unwrap(),
+                        );
+                        let rx = ProjectivePoint::<$curve>::mul_by_generator(&k)
+                            .to_affine()
+                            .x();
+                        let r = <S as Reduce<FieldBytes<$curve>>>::reduce(&rx);
+                        let z = r * S::from(z_times);
+                        let d = if neg { -S::ONE } else { S::ONE };
+                        let s = Option::<S>::from(k.invert()).unwrap() * (z + r * d);
+                        let zb = z.to_repr();
+                        for (sv, want) in [(s, true), (s + S::ONE, false)] {
+                            let sig = $c::ecdsa::Signature::from_scalars(r, sv).unwrap();
+                            assert_eq!(vk.verify_prehash(&zb, &sig).is_ok(), want);
+                            assert_eq!(verify(&table, &zb, &sig), want);
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    equal_and_opposite_points!(p256_equal_and_opposite_points, p256, p256::NistP256);
+    equal_and_opposite_points!(p384_equal_and_opposite_points, p384, p384::NistP384);
+    equal_and_opposite_points!(p521_equal_and_opposite_points, p521, p521::NistP521);
+
     #[test]
     fn wnaf_digits_rebuild_the_scalar() {
         for w in [5, 8] {

@@ -74,6 +74,7 @@ pub fn rv_name(rv: CK_RV) -> &'static str {
         CKR_FUNCTION_CANCELED,
         CKR_FUNCTION_NOT_PARALLEL,
         CKR_FUNCTION_NOT_SUPPORTED,
+        CKR_CURVE_NOT_SUPPORTED,
         CKR_KEY_HANDLE_INVALID,
         CKR_KEY_SIZE_RANGE,
         CKR_KEY_TYPE_INCONSISTENT,
@@ -137,4 +138,23 @@ pub fn rv_name(rv: CK_RV) -> &'static str {
         CKR_FUNCTION_REJECTED,
         CKR_OPERATION_CANCEL_FAILED,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_the_module_returns_has_its_name_in_the_log() {
+        // CKR_CURVE_NOT_SUPPORTED (3.0) was logged as CKR_VENDOR_OR_UNKNOWN.
+        for rv in [
+            CKR_CURVE_NOT_SUPPORTED,
+            CKR_ACTION_PROHIBITED,
+            CKR_OPERATION_CANCEL_FAILED,
+        ] {
+            assert_ne!(rv_name(rv), "CKR_VENDOR_OR_UNKNOWN", "0x{rv:x}");
+        }
+        assert_eq!(rv_name(CKR_CURVE_NOT_SUPPORTED), "CKR_CURVE_NOT_SUPPORTED");
+        assert_eq!(rv_name(CKR_VENDOR_DEFINED), "CKR_VENDOR_OR_UNKNOWN");
+    }
 }

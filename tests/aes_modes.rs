@@ -515,10 +515,17 @@ fn bad_input_gets_the_specified_codes() {
         raw_crypt(&raw, h, &mut mech, key, &[0; 16], true, &[16]),
         Err(CKR_MECHANISM_PARAM_INVALID)
     );
+    // PKCS#11: 0 < ulCounterBits <= 128, CKR_MECHANISM_PARAM_INVALID outside (python-pkcs11
+    // passes 8 for a 15-byte nonce).
     for (bits, want) in [
         (0, Err(CKR_MECHANISM_PARAM_INVALID)),
-        (16, Err(CKR_MECHANISM_PARAM_INVALID)),
+        (1, Ok(16)),
+        (8, Ok(16)),
+        (16, Ok(16)),
         (32, Ok(16)),
+        (127, Ok(16)),
+        (128, Ok(16)),
+        (129, Err(CKR_MECHANISM_PARAM_INVALID)),
     ] {
         let mut params = CK_AES_CTR_PARAMS {
             ulCounterBits: bits,
@@ -544,5 +551,23 @@ fn bad_input_gets_the_specified_codes() {
     assert_eq!(
         raw_crypt(&raw, h, &mut mech, key, &[0; 32], true, &[32]),
         Err(CKR_DATA_LEN_RANGE)
+    );
+    // An 8-bit counter at 0xfe under a fixed 120-bit nonce: two blocks fit, a third wraps;
+    // the keystream is AES of the counter blocks ..fe and ..ff (ECB of them, XORed).
+    let mut cb = [0x5a; 16];
+    cb[15] = 0xfe;
+    let mut params = CK_AES_CTR_PARAMS { ulCounterBits: 8, cb };
+    let mut mech = raw_mech(CKM_AES_CTR, Some(&mut params));
+    assert_eq!(
+        raw_crypt(&raw, h, &mut mech, key, &[0; 48], true, &[48]),
+        Err(CKR_DATA_LEN_RANGE)
+    );
+    let got = raw_crypt(&raw, h, &mut mech, key, &[0; 32], true, &[32]).unwrap();
+    let mut blocks = [cb, cb];
+    blocks[1][15] = 0xff;
+    let mut ecb = raw_mech::<u8>(CKM_AES_ECB, None);
+    assert_eq!(
+        got,
+        raw_crypt(&raw, h, &mut ecb, key, blocks.as_flattened(), true, &[32]).unwrap()
     );
 }

@@ -160,6 +160,13 @@ fn operation_state_calls_check_their_pointers() {
             (r.f.C_GetOperationState.unwrap())(h, null_mut(), null_mut()),
             CKR_ARGUMENTS_BAD
         );
+        // No operation: nothing to save (pkcs11test's GetSetOperationState expects this).
+        assert_eq!(
+            (r.f.C_GetOperationState.unwrap())(h, null_mut(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
+        let mut m = mech(CKM_SHA256);
+        assert_eq!((r.f.C_DigestInit.unwrap())(h, &mut m), CKR_OK);
         assert_eq!(
             (r.f.C_GetOperationState.unwrap())(h, null_mut(), &mut len),
             CKR_STATE_UNSAVEABLE
@@ -437,6 +444,83 @@ fn a_short_buffer_keeps_the_operation_and_is_never_overrun() {
         assert!(
             buf[needed..].iter().all(|b| *b == 0xa5),
             "{name}: no byte past the output"
+        );
+    }
+}
+
+#[test]
+fn an_invalid_session_handle_outranks_mechanism_and_argument_errors() {
+    // PKCS#11 ranks the session-handle errors above the rest: a call on a closed session with
+    // an unknown mechanism (DES key generation) and NULL outputs is CKR_SESSION_HANDLE_INVALID
+    // (pkcs11test's GenerateKeyInvalid, WrapInvalid and UnwrapInvalid check this order).
+    let _env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "order").id();
+    let r = Raw::load();
+    let h = open_session(&r, slot);
+    // SAFETY: C_CloseSession takes a handle only.
+    assert_eq!(unsafe { (r.f.C_CloseSession.unwrap())(h) }, CKR_OK);
+    let mut m = mech(CKM_DES_KEY_GEN);
+    // SAFETY: the module rejects the closed session before reading any pointer; the mechanism
+    // is a live local.
+    let rvs = unsafe {
+        [
+            ("C_EncryptInit", (r.f.C_EncryptInit.unwrap())(h, &mut m, 1)),
+            ("C_DecryptInit", (r.f.C_DecryptInit.unwrap())(h, &mut m, 1)),
+            ("C_DigestInit", (r.f.C_DigestInit.unwrap())(h, &mut m)),
+            ("C_SignInit", (r.f.C_SignInit.unwrap())(h, &mut m, 1)),
+            ("C_VerifyInit", (r.f.C_VerifyInit.unwrap())(h, &mut m, 1)),
+            (
+                "C_GenerateKey",
+                (r.f.C_GenerateKey.unwrap())(h, &mut m, null_mut(), 3, null_mut()),
+            ),
+            (
+                "C_GenerateKeyPair",
+                (r.f.C_GenerateKeyPair.unwrap())(
+                    h,
+                    &mut m,
+                    null_mut(),
+                    1,
+                    null_mut(),
+                    1,
+                    null_mut(),
+                    null_mut(),
+                ),
+            ),
+            (
+                "C_WrapKey",
+                (r.f.C_WrapKey.unwrap())(h, &mut m, 1, 2, null_mut(), null_mut()),
+            ),
+            (
+                "C_UnwrapKey",
+                (r.f.C_UnwrapKey.unwrap())(h, &mut m, 1, null_mut(), 4, null_mut(), 1, null_mut()),
+            ),
+            (
+                "C_DeriveKey",
+                (r.f.C_DeriveKey.unwrap())(h, &mut m, 1, null_mut(), 1, null_mut()),
+            ),
+        ]
+    };
+    for (name, rv) in rvs {
+        assert_eq!(rv, CKR_SESSION_HANDLE_INVALID, "{name}");
+    }
+    // With the session open: a NULL template of 3 attributes is CKR_ARGUMENTS_BAD whatever the
+    // mechanism (pkcs11test's GenerateKeyInvalid), an empty one leaves the mechanism to answer.
+    let h = open_session(&r, slot);
+    // SAFETY: as above, on an open session; the output handle is a live local.
+    unsafe {
+        let mut key = 0;
+        assert_eq!(
+            (r.f.C_GenerateKey.unwrap())(h, &mut m, null_mut(), 3, &mut key),
+            CKR_ARGUMENTS_BAD
+        );
+        assert_eq!(
+            (r.f.C_GenerateKey.unwrap())(h, &mut m, null_mut(), 0, &mut key),
+            CKR_MECHANISM_INVALID
+        );
+        assert_eq!(
+            (r.f.C_GenerateKey.unwrap())(h, null_mut(), null_mut(), 0, &mut key),
+            CKR_ARGUMENTS_BAD
         );
     }
 }

@@ -286,9 +286,10 @@ fn null_pointers_and_bad_handles() {
             CKR_OBJECT_HANDLE_INVALID
         );
         let mut st = 0;
+        // No operation is active: nothing to save.
         assert_eq!(
             (r.f.C_GetOperationState.unwrap())(h, null_mut(), &mut st),
-            CKR_STATE_UNSAVEABLE
+            CKR_OPERATION_NOT_INITIALIZED
         );
         let mut slot_ev = 0;
         assert_eq!(

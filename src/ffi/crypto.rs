@@ -14,6 +14,7 @@ use cryptoki_sys::*;
 ck_fn!(
     fn C_EncryptInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: `mech` is the caller's mechanism (see above).
         l.0.encrypt_init(session, unsafe { mechanism(mech) }?, key)
     }
@@ -95,6 +96,7 @@ ck_fn!(
 ck_fn!(
     fn C_DecryptInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: `mech` is the caller's mechanism (see above).
         l.0.decrypt_init(session, unsafe { mechanism(mech) }?, key)
     }
@@ -120,6 +122,7 @@ ck_fn!(
 ck_fn!(
     fn C_DigestInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: `mech` is the caller's mechanism (see above).
         l.0.digest_init(session, unsafe { mechanism(mech) }?)
     }
@@ -169,6 +172,7 @@ ck_fn!(
 ck_fn!(
     fn C_SignInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: `mech` is the caller's mechanism (see above).
         l.0.sign_init(session, unsafe { mechanism(mech) }?, key)
     }
@@ -212,6 +216,7 @@ ck_fn!(
 ck_fn!(
     fn C_VerifyInit(session: CK_SESSION_HANDLE, mech: *mut CK_MECHANISM, key: CK_OBJECT_HANDLE) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: `mech` is the caller's mechanism (see above).
         l.0.verify_init(session, unsafe { mechanism(mech) }?, key)
     }

@@ -179,8 +179,11 @@ ck_fn!(
         key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
+        // Here and below: the session first (PKCS#11 ranks its errors above the rest), then the
+        // caller's pointers and templates (CKR_ARGUMENTS_BAD), then the mechanism.
+        l.0.check_session(session)?;
         // SAFETY: the caller's output handle, mechanism and template (see above).
-        let (key, m, tmpl) = unsafe { (out(key)?, mechanism(mech)?, template(tmpl, count)?) };
+        let (key, tmpl, m) = unsafe { (out(key)?, template(tmpl, count)?, mechanism(mech)?) };
         *key = l.0.generate_key(session, &m, tmpl)?;
         Ok(())
     }
@@ -198,14 +201,15 @@ ck_fn!(
         priv_key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: the caller's output handles, mechanism and templates (see above).
-        let (pub_key, priv_key, m, pub_tmpl, priv_tmpl) = unsafe {
+        let (pub_key, priv_key, pub_tmpl, priv_tmpl, m) = unsafe {
             (
                 out(pub_key)?,
                 out(priv_key)?,
-                mechanism(mech)?,
                 template(pub_tmpl, pub_count)?,
                 template(priv_tmpl, priv_count)?,
+                mechanism(mech)?,
             )
         };
         let (p, s) = l.0.generate_key_pair(session, &m, pub_tmpl, priv_tmpl)?;
@@ -225,6 +229,7 @@ ck_fn!(
         wrapped_len: *mut CK_ULONG,
     ) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: the caller's output length and mechanism (see above).
         let (cap, m) = unsafe { (capacity(wrapped, wrapped_len)?, mechanism(mech)?) };
         let o = l.0.wrap_key(session, m, wrapping, key, cap)?;
@@ -245,13 +250,14 @@ ck_fn!(
         key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: the caller's output handle, input, mechanism and template (see above).
-        let (key, wrapped, m, tmpl) = unsafe {
+        let (key, wrapped, tmpl, m) = unsafe {
             (
                 out(key)?,
                 required_bytes(wrapped, wrapped_len)?,
-                mechanism(mech)?,
                 template(tmpl, count)?,
+                mechanism(mech)?,
             )
         };
         *key = l.0.unwrap_key(session, m, unwrapping, wrapped, tmpl)?;
@@ -269,8 +275,9 @@ ck_fn!(
         key: *mut CK_OBJECT_HANDLE,
     ) {
         let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: the caller's output handle, mechanism and template (see above).
-        let (key, m, tmpl) = unsafe { (out(key)?, mechanism(mech)?, template(tmpl, count)?) };
+        let (key, tmpl, m) = unsafe { (out(key)?, template(tmpl, count)?, mechanism(mech)?) };
         *key = l.0.derive_key(session, m, base, tmpl)?;
         Ok(())
     }

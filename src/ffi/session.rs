@@ -51,9 +51,13 @@ ck_fn!(
 
 ck_fn!(
     fn C_GetOperationState(session: CK_SESSION_HANDLE, _state: *mut CK_BYTE, len: *mut CK_ULONG) {
-        lib()?.0.session(session)?;
+        let s = lib()?.0.session(session)?;
         // SAFETY: the caller's output length, NULL or valid per PKCS#11.
         unsafe { out(len) }?;
+        if !s.lock().has_crypto_operation() {
+            // Nothing to save: the code C_GetOperationState lists for it (pkcs11test checks).
+            return fail(CKR_OPERATION_NOT_INITIALIZED);
+        }
         // Saved state would carry key material out of the token; refuse as the spec allows.
         fail(CKR_STATE_UNSAVEABLE)
     }

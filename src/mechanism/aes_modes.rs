@@ -30,7 +30,7 @@ pub enum AesMode {
     CbcPad {
         iv: [u8; BLOCK],
     },
-    /// `counter_bits` of the block (its low end, big-endian) count; 32, 64 or 128.
+    /// `counter_bits` of the block (its low end, big-endian) count; 1 to 128.
     Ctr {
         counter_bits: usize,
         block: [u8; BLOCK],
@@ -147,10 +147,11 @@ impl AesCrypt {
             return fail_because(CKR_KEY_SIZE_RANGE, format!("an AES key of {} bytes", key.len()));
         }
         match &mode {
-            AesMode::Ctr { counter_bits, .. } if ![32, 64, 128].contains(counter_bits) => {
+            // PKCS#11: 0 < ulCounterBits <= 128, CKR_MECHANISM_PARAM_INVALID outside.
+            AesMode::Ctr { counter_bits, .. } if !(1..=128).contains(counter_bits) => {
                 return fail_because(
                     CKR_MECHANISM_PARAM_INVALID,
-                    format!("AES-CTR: ulCounterBits {counter_bits}; 32, 64 and 128 are supported"),
+                    format!("AES-CTR: ulCounterBits {counter_bits}; 1 to 128 are allowed"),
                 )
             }
             AesMode::Gcm { iv, .. } if iv.len() != GCM_IV_LEN => {
@@ -362,6 +363,8 @@ impl AesCrypt {
                         })
                     };
                 }
+                // The data does not wrap the counter (checked above), so no carry leaves its low
+                // `counter_bits` and a 128-bit counter gives the same keystream for any width.
                 match counter_bits {
                     32 => run!(Ctr32BE),
                     64 => run!(Ctr64BE),

@@ -204,6 +204,12 @@ impl Library {
             .ok_or(Error(CKR_SESSION_HANDLE_INVALID))
     }
 
+    /// `CKR_SESSION_HANDLE_INVALID` unless `handle` is an open session. A function checks this
+    /// before its arguments and mechanism: PKCS#11 ranks the session handle errors above those.
+    pub fn check_session(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
+        self.session(handle).map(drop)
+    }
+
     pub fn close_session(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
         let (_, e) = self
             .sessions

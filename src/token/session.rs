@@ -46,6 +46,16 @@ impl Session {
         }
     }
 
+    /// Whether a sign, verify, encrypt, decrypt or digest operation is active (the state
+    /// `C_GetOperationState` would save; a find is not a cryptographic operation).
+    pub fn has_crypto_operation(&self) -> bool {
+        self.sign.is_some()
+            || self.verify.is_some()
+            || self.encrypt.is_some()
+            || self.decrypt.is_some()
+            || self.digest.is_some()
+    }
+
     /// Ends every active operation (`C_SessionCancel`, logout).
     pub fn cancel_all(&mut self) {
         self.sign = None;

@@ -53,18 +53,18 @@ macro_rules! weierstrass {
     };
 }
 
-/// ECDSA over `z` (already bits2int'ed) with signing key `$k` of curve module `$c` (`ec_sign`),
+/// ECDSA over `z` (bits2int of the caller's `$hash`, which the nonce takes whole) with signing key `$k` of curve module `$c` (`ec_sign`),
 /// checked with its verifying key (full ECDSA verification, `ec_check` over the key's table
 /// `$t`) before release. A macro: `SigningKey`'s bounds are long to name.
 /// The nonce is hedged: RFC 6979 with fresh random input (its section 3.6). A purely
 /// deterministic nonce gives a fault attacker two signatures under one k whenever one faulty
 /// signature escapes; a random one alone rests on the RNG. Both together need both to fail.
 macro_rules! ecdsa_sign_checked {
-    ($c:ident, $k:expr, $t:expr, $z:expr) => {{
+    ($c:ident, $k:expr, $t:expr, $z:expr, $hash:expr) => {{
         // The fresh input, as `sign_prehash_with_rng` draws it: the scalar's length.
         let mut ad = Zeroizing::new(vec![0u8; $c::FieldBytes::default().len()]);
         getrandom::fill(&mut ad).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
-        let sig: $c::ecdsa::Signature = ec_sign::sign($k.as_nonzero_scalar(), $z, &ad);
+        let sig: $c::ecdsa::Signature = ec_sign::sign($k.as_nonzero_scalar(), $z, $hash, &ad);
         release_checked(sig.to_bytes().to_vec(), |s| {
             let s = $c::ecdsa::Signature::from_slice(s).map_err(|_| ())?;
             let table = $t.get($k.verifying_key().as_affine());
@@ -233,9 +233,9 @@ impl PrivateKey {
     pub fn sign(&self, input: &[u8]) -> Result<Vec<u8>> {
         let z = bits2int(input, self.curve());
         match self {
-            PrivateKey::P256(k, t) => ecdsa_sign_checked!(p256, k, t, &z),
-            PrivateKey::P384(k, t) => ecdsa_sign_checked!(p384, k, t, &z),
-            PrivateKey::P521(k, t) => ecdsa_sign_checked!(p521, k, t, &z),
+            PrivateKey::P256(k, t) => ecdsa_sign_checked!(p256, k, t, &z, input),
+            PrivateKey::P384(k, t) => ecdsa_sign_checked!(p384, k, t, &z, input),
+            PrivateKey::P521(k, t) => ecdsa_sign_checked!(p521, k, t, &z, input),
             PrivateKey::Ed25519(e) => eddsa::sign_checked(e, input),
         }
     }

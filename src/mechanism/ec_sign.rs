@@ -16,8 +16,10 @@
 //!
 //! Measured on the project's 2-core Xeon (IFMA), one thread, per signature: P-256 52 -> 34 µs,
 //! P-384 147 -> 91 µs (widths 4 and 5 were slower). The table is made once per process on
-//! first use: 88 KiB on P-256, 200 KiB on P-384, 370 KiB on P-521. Secrets (k, its
-//! inverse, its recoding, the selected bytes) are zeroized.
+//! first use: 88 kB on P-256, 200 kB on P-384, 367 kB on P-521. Zeroized: k, -k, k's bytes
+//! and inverse, the selected table bytes. Not: the digits (registers), the decoded points and
+//! the running sum (field elements without Zeroize), and rfc6979's generator state (which
+//! cannot give back a k already used).
 
 use ecdsa::{DigestAlgorithm, EcdsaCurve, Signature};
 use elliptic_curve::{
@@ -105,7 +107,7 @@ impl<C: PrimeCurveParams> Comb<C> {
     pub fn mul_x(&self, k: &NonZeroScalar<C>) -> FieldBytes<C> {
         // Odd k: x(k·G) = x(-k·G), and one of k, n - k is odd (n is odd).
         let k: &Scalar<C> = k.as_ref();
-        let neg = -*k;
+        let neg = Zeroizing::new(-*k);
         let mut kk = Zeroizing::new(*k);
         kk.conditional_assign(&neg, !k.is_odd());
         let be = Zeroizing::new(kk.to_repr());
@@ -197,12 +199,18 @@ fn add_mixed<C: PrimeCurveParams>(
     (x, y, z)
 }
 
-/// ECDSA over `z` (bits2int'ed, the scalar's length) with the hedged RFC 6979 nonce of `ad`,
-/// as `ecdsa::hazmat::sign_prehashed_rfc6979` computes it, k·G by the comb.
-pub fn sign<C: SignCurve>(d: &NonZeroScalar<C>, z: &[u8], ad: &[u8]) -> Signature<C> {
+/// ECDSA over `z` (bits2int of `hash`, the scalar's length) with the hedged RFC 6979 nonce of
+/// `hash` and `ad`, as `ecdsa::hazmat::sign_prehashed_rfc6979` computes it, k·G by the comb.
+/// The nonce's generator takes the caller's hash itself (RFC 6979's h1 = bits2octets(H)): given
+/// z, it would apply bits2int a second time, which on P-521 (66 bytes, 521 bits) shifts out
+/// the low 7 bits of a SHA-512 hash, so two hashes differing only there would share k
+/// whenever `ad` repeated.
+pub fn sign<C: SignCurve>(d: &NonZeroScalar<C>, z: &[u8], hash: &[u8], ad: &[u8]) -> Signature<C> {
     let x = Zeroizing::new(d.to_repr());
     let order = C::ORDER;
-    let mut kgen = rfc6979::KGenerator::<C::Digest, C::Uint>::new(&x, z, ad, &order);
+    // An empty hash is bits2int'ed to zero: the generator gets z's zeros (it wants bytes).
+    let h = if hash.is_empty() { z } else { hash };
+    let mut kgen = rfc6979::KGenerator::<C::Digest, C::Uint>::new(&x, h, ad, &order);
     let mut zb = FieldBytes::<C>::default();
     let len = zb.len();
     let pad = len.saturating_sub(z.len());
@@ -291,7 +299,7 @@ mod tests {
                         zfull[0] &= 1;
                     }
                     let ad = random(len);
-                    let ours = sign::<$curve>(&d, &zfull, &ad);
+                    let ours = sign::<$curve>(&d, &zfull, &zfull, &ad);
                     let (theirs, _) = sign_prehashed_rfc6979::<$curve, <$curve as DigestAlgorithm>::Digest>(
                         &d, &zfull, &ad,
                     );
@@ -299,6 +307,32 @@ mod tests {
                 }
             }
         };
+    }
+
+    /// P-521 with SHA-512: two hashes that differ only in their last bit, signed with the same
+    /// added data, get different nonces (r), as RFC 6979 makes h1 from the whole hash.
+    #[test]
+    fn p521_nonce_takes_every_bit_of_the_hash() {
+        type C = p521::NistP521;
+        let d = loop {
+            let mut v = random(66);
+            v[0] &= 1;
+            let mut b = FieldBytes::<C>::default();
+            b.copy_from_slice(&v);
+            if let Some(s) = Option::<NonZeroScalar<C>>::from(NonZeroScalar::from_repr(b)) {
+                break s;
+            }
+        };
+        let ad = random(66);
+        let h1 = random(64);
+        let mut h2 = h1.clone();
+        h2[63] ^= 1;
+        let z = |h: &[u8]| crate::mechanism::ec_params::bits2int(h, crate::mechanism::ec_params::Curve::P521);
+        let s1 = sign::<C>(&d, &z(&h1), &h1, &ad);
+        let s2 = sign::<C>(&d, &z(&h2), &h2, &ad);
+        assert_ne!(s1.r(), s2.r());
+        // The same hash and added data give the same signature (the nonce is deterministic).
+        assert_eq!(sign::<C>(&d, &z(&h1), &h1, &ad), s1);
     }
 
     agrees_with_ecdsa!(p256_agrees_with_ecdsa, p256::NistP256);

@@ -53,9 +53,10 @@ macro_rules! weierstrass {
     };
 }
 
-/// ECDSA over `z` (bits2int of the caller's `$hash`, which the nonce takes whole) with signing key `$k` of curve module `$c` (`ec_sign`),
-/// checked with its verifying key (full ECDSA verification, `ec_check` over the key's table
-/// `$t`) before release. A macro: `SigningKey`'s bounds are long to name.
+/// ECDSA over `z` (bits2int of the caller's `$hash`, which the nonce takes whole) with signing
+/// key `$k` of curve module `$c` (`ec_sign`), checked before release by the same full ECDSA
+/// verification `C_Verify` runs (`ecdsa_verify!`, over the key's table `$t`). A macro:
+/// `SigningKey`'s bounds are long to name.
 /// The nonce is hedged: RFC 6979 with fresh random input (its section 3.6). A purely
 /// deterministic nonce gives a fault attacker two signatures under one k whenever one faulty
 /// signature escapes; a random one alone rests on the RNG. Both together need both to fail.
@@ -66,22 +67,19 @@ macro_rules! ecdsa_sign_checked {
         getrandom::fill(&mut ad).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         let sig: $c::ecdsa::Signature = ec_sign::sign($k.as_nonzero_scalar(), $z, $hash, &ad);
         release_checked(sig.to_bytes().to_vec(), |s| {
-            let s = $c::ecdsa::Signature::from_slice(s).map_err(|_| ())?;
-            let table = $t.get($k.verifying_key().as_affine());
-            ec_check::verify(table, $z, &s).then_some(()).ok_or(())
+            ecdsa_verify!($c, $k.verifying_key(), $t, $z, s).map_err(|_| ())
         })
     }};
 }
 
-/// Checks raw r || s `$sig` over `$z` with verifying key `$k` (table `$t`) of curve module `$c`.
+/// Checks raw r || s `$sig` over `$z` with verifying key `$k` (table `$t`) of curve module `$c`:
+/// `CKR_SIGNATURE_INVALID` unless it verifies.
 macro_rules! ecdsa_verify {
     ($c:ident, $k:expr, $t:expr, $z:expr, $sig:expr) => {{
         // r and s must each be in [1, n-1]: from_slice refuses the rest.
-        let s = $c::ecdsa::Signature::from_slice($sig).map_err(|_| Error(CKR_SIGNATURE_INVALID))?;
-        if ec_check::verify($t.get($k.as_affine()), $z, &s) {
-            Ok(())
-        } else {
-            Err(Error(CKR_SIGNATURE_INVALID))
+        match $c::ecdsa::Signature::from_slice($sig) {
+            Ok(s) if ec_check::verify($t.get($k.as_affine()), $z, &s) => Ok(()),
+            _ => Err(Error(CKR_SIGNATURE_INVALID)),
         }
     }};
 }

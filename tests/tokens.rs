@@ -336,11 +336,13 @@ fn always_authenticate_needs_context_specific_login() {
         &sig,
     )
     .unwrap();
-    // Without an operation the context login has nothing to apply to.
+    // Without an operation the context login is for the next C_UnwrapKey or C_DeriveKey
+    // (tests/key_policy.rs); a wrong PIN is still refused.
+    s.login(UserType::ContextSpecific, Some(&pin(USER_PIN))).unwrap();
     assert_eq!(
-        rv(s.login(UserType::ContextSpecific, Some(&pin(USER_PIN)))
+        rv(s.login(UserType::ContextSpecific, Some(&pin("wrong")))
             .unwrap_err()),
-        RvError::OperationNotInitialized
+        RvError::PinIncorrect
     );
 }
 

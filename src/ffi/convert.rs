@@ -366,6 +366,30 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
                 unsafe { required_bytes(p.pPublicData as *const u8, p.ulPublicDataLen) }?.to_vec();
             Mechanism::Ecdh1Derive { public_data }
         }
+        CKM_AES_ECB_ENCRYPT_DATA => {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(p) = (unsafe { param::<CK_KEY_DERIVATION_STRING_DATA>(m) })? else {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_AES_ECB_ENCRYPT_DATA needs CK_KEY_DERIVATION_STRING_DATA",
+                );
+            };
+            // SAFETY: the caller's contract covers the data it names.
+            let data = unsafe { required_bytes(p.pData as *const u8, p.ulLen) }?.to_vec();
+            Mechanism::AesEncryptData { iv: None, data }
+        }
+        CKM_AES_CBC_ENCRYPT_DATA => {
+            // SAFETY: the caller's contract covers the parameter.
+            let Some(p) = (unsafe { param::<CK_AES_CBC_ENCRYPT_DATA_PARAMS>(m) })? else {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    "CKM_AES_CBC_ENCRYPT_DATA needs CK_AES_CBC_ENCRYPT_DATA_PARAMS",
+                );
+            };
+            // SAFETY: the caller's contract covers the data it names.
+            let data = unsafe { required_bytes(p.pData as *const u8, p.length) }?.to_vec();
+            Mechanism::AesEncryptData { iv: Some(p.iv), data }
+        }
         CKM_EDDSA => {
             // SAFETY: the caller's contract covers the parameter.
             if let Some(p) = unsafe { param::<CK_EDDSA_PARAMS>(m) }? {

@@ -29,7 +29,16 @@ pub fn verifying_key(raw: &[u8]) -> Result<VerifyingKey> {
     let Ok(bytes) = <&[u8; 32]>::try_from(raw) else {
         return bad();
     };
-    VerifyingKey::from_bytes(bytes).or_else(|_| bad())
+    let key = VerifyingKey::from_bytes(bytes).or_else(|_| bad())?;
+    // A point of small order (the identity among them) is no one's key: every signature
+    // verification refuses it, and docs/architecture.md says creation does too.
+    if key.is_weak() {
+        return fail_because(
+            CKR_ATTRIBUTE_VALUE_INVALID,
+            "CKA_EC_POINT is an Ed25519 point of small order, which no private key has",
+        );
+    }
+    Ok(key)
 }
 
 pub fn sign_checked(key: &SigningKey, message: &[u8]) -> Result<Vec<u8>> {

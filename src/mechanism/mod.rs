@@ -67,6 +67,12 @@ pub enum Mechanism {
     Ecdh1Derive {
         public_data: Vec<u8>,
     },
+    /// `CKM_AES_ECB_ENCRYPT_DATA` (`iv` `None`) and `CKM_AES_CBC_ENCRYPT_DATA`: the derived
+    /// key's value is the base key's encryption of `data` (whole blocks, no padding).
+    AesEncryptData {
+        iv: Option<[u8; 16]>,
+        data: Vec<u8>,
+    },
     /// `CKM_SHAx_HMAC`, `CKM_AES_CMAC` and their `_GENERAL` variants.
     Mac(mac::MacMechanism),
 }
@@ -93,6 +99,8 @@ impl Mechanism {
             Mechanism::Ecdsa(Some(h)) => hash_ecdsa_mechanism(*h).unwrap_or(CKM_ECDSA),
             Mechanism::EdDsa => CKM_EDDSA,
             Mechanism::Ecdh1Derive { .. } => CKM_ECDH1_DERIVE,
+            Mechanism::AesEncryptData { iv: None, .. } => CKM_AES_ECB_ENCRYPT_DATA,
+            Mechanism::AesEncryptData { iv: Some(_), .. } => CKM_AES_CBC_ENCRYPT_DATA,
             Mechanism::Mac(m) => m.mechanism_type(),
         }
     }
@@ -106,9 +114,11 @@ impl Mechanism {
                 mac::MacAlg::AesCmac => CKK_AES,
                 mac::MacAlg::Hmac(_) => CKK_GENERIC_SECRET,
             }),
-            Mechanism::AesKeyGen | Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad | Mechanism::Aes(_) => {
-                Some(CKK_AES)
-            }
+            Mechanism::AesKeyGen
+            | Mechanism::AesKeyWrap
+            | Mechanism::AesKeyWrapPad
+            | Mechanism::Aes(_)
+            | Mechanism::AesEncryptData { .. } => Some(CKK_AES),
             Mechanism::GenericSecretKeyGen => Some(CKK_GENERIC_SECRET),
             Mechanism::EcKeyPairGen | Mechanism::Ecdsa(_) | Mechanism::Ecdh1Derive { .. } => Some(CKK_EC),
             Mechanism::EcEdwardsKeyPairGen | Mechanism::EdDsa => Some(CKK_EC_EDWARDS),
@@ -266,6 +276,8 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     v.push((CKM_GENERIC_SECRET_KEY_GEN, info(8, 4096, CKF_GENERATE)));
     v.push((CKM_AES_KEY_WRAP, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
     v.push((CKM_AES_KEY_WRAP_PAD, info(16, 32, CKF_WRAP | CKF_UNWRAP)));
+    v.push((CKM_AES_ECB_ENCRYPT_DATA, info(16, 32, CKF_DERIVE)));
+    v.push((CKM_AES_CBC_ENCRYPT_DATA, info(16, 32, CKF_DERIVE)));
     for m in [CKM_AES_ECB, CKM_AES_CBC, CKM_AES_CTR, CKM_AES_GCM] {
         v.push((m, info(16, 32, crypt)));
     }

@@ -8,7 +8,7 @@ use super::operation::{
     CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignKey, SignOp, VerifyKey, VerifyOp,
 };
 use super::pkcs8;
-use super::policy;
+use super::policy::{self, Origin};
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::aes_modes::{AesCrypt, AesMode};
@@ -526,10 +526,12 @@ impl Library {
         template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
         self.with_session(h, |s| {
+            let authorized = std::mem::take(&mut s.context_login);
             let unwrapper = s
                 .token
                 .object(unwrapping)
                 .map_err(|_| Error(CKR_UNWRAPPING_KEY_HANDLE_INVALID))?;
+            check_context_login(&unwrapper, authorized)?;
             let unwrapping_key = |class| {
                 check_key(&unwrapper, &mech, class, CKA_UNWRAP).map_err(|e| {
                     if e.0 == CKR_KEY_TYPE_INCONSISTENT {
@@ -573,13 +575,18 @@ impl Library {
             if template.attrs().class() == Some(CKO_PRIVATE_KEY) {
                 return self.add_unwrapped_private(s, template, &value);
             }
-            self.add_unwrapped(s, template, value.to_vec())
+            self.add_secret(s, template, value.to_vec(), Origin::Unwrapped)
         })
     }
 
-    /// `C_DeriveKey` with `CKM_ECDH1_DERIVE` (`CKD_NULL`): a secret key whose value is the
-    /// shared x-coordinate, or its leftmost `CKA_VALUE_LEN` bytes. The peer's point is checked
-    /// to be on the base key's curve first (no invalid-curve attack reaches the scalar).
+    /// `C_DeriveKey`: `CKM_ECDH1_DERIVE` (`CKD_NULL`), a secret key whose value is the shared
+    /// x-coordinate, or its leftmost `CKA_VALUE_LEN` bytes, the peer's point checked to be on
+    /// the base key's curve first (no invalid-curve attack reaches the scalar); and
+    /// `CKM_AES_ECB_ENCRYPT_DATA`/`CKM_AES_CBC_ENCRYPT_DATA`, whose value is the base key's
+    /// encryption of the data. Every derivation: the base key's `CKA_DERIVE` and
+    /// `CKA_ALLOWED_MECHANISMS` (`check_key`), its `CKA_ALWAYS_AUTHENTICATE`, its
+    /// `CKA_DERIVE_TEMPLATE` (`policy::derive_template`) and the sticky attributes
+    /// (`policy::derived_from`).
     pub fn derive_key(
         &self,
         h: CK_SESSION_HANDLE,
@@ -587,20 +594,50 @@ impl Library {
         base: CK_OBJECT_HANDLE,
         template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
-        let Mechanism::Ecdh1Derive { public_data } = &mech else {
-            return fail(CKR_MECHANISM_INVALID);
-        };
         self.with_session(h, |s| {
+            let authorized = std::mem::take(&mut s.context_login);
             supports(&mech, CKF_DERIVE)?;
             let obj = s.token.object(base).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_DERIVE)?;
-            let key = obj.ec_private_key()?;
-            let curve = key.curve();
-            let bad_point = |_| Error(CKR_MECHANISM_PARAM_INVALID);
-            let raw = ec_params::unwrap_point(curve, public_data).map_err(bad_point)?;
-            let peer = ec::PublicKey::from_point(curve, &raw).map_err(bad_point)?;
-            let secret = key.ecdh(&peer)?;
-            let mut t = template.into_attributes();
+            let (class, usage) = match &mech {
+                Mechanism::Ecdh1Derive { .. } => (CKO_PRIVATE_KEY, CKA_DERIVE),
+                Mechanism::AesEncryptData { .. } => (CKO_SECRET_KEY, CKA_DERIVE),
+                _ => return fail(CKR_MECHANISM_INVALID),
+            };
+            check_key(&obj, &mech, class, usage)?;
+            check_context_login(&obj, authorized)?;
+            let secret = match &mech {
+                Mechanism::Ecdh1Derive { public_data } => {
+                    let key = obj.ec_private_key()?;
+                    let curve = key.curve();
+                    let bad_point = |_| Error(CKR_MECHANISM_PARAM_INVALID);
+                    let raw = ec_params::unwrap_point(curve, public_data).map_err(bad_point)?;
+                    let peer = ec::PublicKey::from_point(curve, &raw).map_err(bad_point)?;
+                    key.ecdh(&peer)?
+                }
+                Mechanism::AesEncryptData { iv, data } => {
+                    if data.is_empty() || !data.len().is_multiple_of(16) {
+                        return fail_because(
+                            CKR_MECHANISM_PARAM_INVALID,
+                            format!(
+                                "mechanism 0x{:x}: the data is {} bytes; it must be a non-empty multiple of 16 (no padding is added)",
+                                mech.mechanism_type(),
+                                data.len()
+                            ),
+                        );
+                    }
+                    let mode = match iv {
+                        Some(iv) => AesMode::Cbc { iv: *iv },
+                        None => AesMode::Ecb,
+                    };
+                    let key = obj.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                    AesCrypt::new(mode, key, true)?.single(data)?
+                }
+                _ => return fail(CKR_MECHANISM_INVALID),
+            };
+            let mut t = policy::derive_template(&obj.attrs, template)?.into_attributes();
+            if t.class().is_some_and(|c| c != CKO_SECRET_KEY) {
+                return fail_because(CKR_TEMPLATE_INCONSISTENT, "key derivation makes secret keys only");
+            }
             let len = match t.remove(CKA_VALUE_LEN) {
                 Some(v) => match <[u8; std::mem::size_of::<CK_ULONG>()]>::try_from(v.as_slice()) {
                     Ok(b) => CK_ULONG::from_ne_bytes(b) as usize,
@@ -611,18 +648,29 @@ impl Library {
             if len == 0 || len > secret.len() {
                 return fail_because(
                     CKR_TEMPLATE_INCONSISTENT,
-                    format!("CKA_VALUE_LEN {len}: the shared secret is {} bytes", secret.len()),
+                    format!("CKA_VALUE_LEN {len}: the derived secret is {} bytes", secret.len()),
                 );
-            }
-            if t.class().is_some_and(|c| c != CKO_SECRET_KEY) {
-                return fail_because(CKR_TEMPLATE_INCONSISTENT, "ECDH derives secret keys only");
             }
             t.set_ulong(CKA_CLASS, CKO_SECRET_KEY);
             if t.key_type().is_none() {
                 t.set_ulong(CKA_KEY_TYPE, CKK_GENERIC_SECRET);
             }
             let template = Template::parse(t.iter().map(|(t, v)| (t, v.to_vec())))?;
-            self.add_unwrapped(s, template, secret[..len].to_vec())
+            let origin = policy::derived_from(&obj.attrs);
+            self.add_secret(s, template, secret[..len].to_vec(), origin)
         })
     }
+}
+
+/// `CKA_ALWAYS_AUTHENTICATE` on a key used by a call without an Init (`C_UnwrapKey`,
+/// `C_DeriveKey`): the user logs in with `CKU_CONTEXT_SPECIFIC` right before it, and that
+/// login (`authorized`, taken from the session) is spent by the call whatever its key.
+fn check_context_login(key: &Object, authorized: bool) -> Result<()> {
+    if key.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false) && !authorized {
+        return fail_because(
+            CKR_USER_NOT_LOGGED_IN,
+            "this key has CKA_ALWAYS_AUTHENTICATE: call C_Login with CKU_CONTEXT_SPECIFIC right before C_UnwrapKey or C_DeriveKey",
+        );
+    }
+    Ok(())
 }

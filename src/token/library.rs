@@ -244,24 +244,17 @@ impl Library {
                 let mut s = session.lock();
                 let has_op = s.sign.as_ref().is_some_and(|o| o.needs_auth)
                     || matches!(&s.decrypt, Some(CryptOp::Rsa(o)) if o.needs_auth);
-                if !has_op {
-                    return fail_because(
-                        CKR_OPERATION_NOT_INITIALIZED,
-                        "CKU_CONTEXT_SPECIFIC login needs an active operation on a CKA_ALWAYS_AUTHENTICATE key",
-                    );
+                self.store.login(token.slot_id, PinOwner::User, pin)?;
+                if let Some(o) = s.sign.as_mut() {
+                    o.needs_auth = false;
                 }
-                match self.store.login(token.slot_id, PinOwner::User, pin) {
-                    Ok(()) => {
-                        if let Some(o) = s.sign.as_mut() {
-                            o.needs_auth = false;
-                        }
-                        if let Some(CryptOp::Rsa(o)) = s.decrypt.as_mut() {
-                            o.needs_auth = false;
-                        }
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
+                if let Some(CryptOp::Rsa(o)) = s.decrypt.as_mut() {
+                    o.needs_auth = false;
                 }
+                // With no operation waiting, the login is for the next call that has no
+                // Init to log in after (C_UnwrapKey, C_DeriveKey).
+                s.context_login = !has_op;
+                Ok(())
             }
             CKU_SO | CKU_USER => {
                 let (owner, state) = if user == CKU_SO {
@@ -305,6 +298,7 @@ impl Library {
             s.sign = None;
             s.decrypt = None;
             s.find = None;
+            s.context_login = false;
         }
         Ok(())
     }

@@ -96,15 +96,8 @@ impl Library {
         let session = self.session(h)?;
         let s = session.lock();
         let obj = s.token.object(handle)?;
-        if !obj.attrs.bool_or(CKA_COPYABLE, true) {
-            return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_COPYABLE false");
-        }
         let so = s.token.login_state() == LoginState::So;
-        let mut attrs = obj.attrs.clone();
-        for (t, v) in template.attrs().iter() {
-            policy::check_change(&obj.attrs, t, v, Change::Copy, so)?;
-            attrs.set(t, v.to_vec());
-        }
+        let attrs = policy::copy_attributes(&obj.attrs, template.attrs(), so)?;
         self.add_object(&s, attrs)
     }
 
@@ -361,12 +354,14 @@ impl Library {
         self.new_object(&s, t, origin)
     }
 
-    /// Stores an unwrapped key: `template` plus its value, with `CKA_LOCAL` false.
-    pub(super) fn add_unwrapped(
+    /// Stores an unwrapped or derived secret key: `template` plus its value, with `CKA_LOCAL`
+    /// false.
+    pub(super) fn add_secret(
         &self,
         s: &Session,
         template: Template,
         value: Vec<u8>,
+        origin: Origin,
     ) -> Result<CK_OBJECT_HANDLE> {
         let class = template.attrs().class().unwrap_or(CKO_SECRET_KEY);
         if class != CKO_SECRET_KEY {
@@ -380,7 +375,7 @@ impl Library {
             return fail(CKR_TEMPLATE_INCONSISTENT);
         }
         t.set(CKA_VALUE, value);
-        self.new_object(s, t, Origin::Unwrapped)
+        self.new_object(s, t, origin)
     }
 }
 

@@ -1,8 +1,16 @@
 //! Attribute policy, written once: which attributes each kind of object has, their defaults,
 //! which are sensitive, who may set which at creation (`complete_new`), which may change later
-//! and which way (`ONE_WAY`, `check_change`, for set and copy alike), what every stored object
-//! satisfies (`check_invariants`), and what wrapping and unwrapping keys allow (`check_wrap`,
-//! `unwrap_template`). Template values arrive already shape-checked (`Template::parse`).
+//! and which way (`ONE_WAY`, `check_change`, for set and copy alike; `copy_attributes` for the
+//! rest of a copy), what every stored object satisfies (`check_invariants`), what wrapping,
+//! unwrapping and deriving keys allow (`check_wrap`, `unwrap_template`, `derive_template`), and
+//! what a search may compare (`search_matches`). Template values arrive already shape-checked
+//! (`Template::parse`).
+//!
+//! The trusted-key rules close the key-separation attacks on `CKA_WRAP_WITH_TRUSTED` keys: a
+//! trusted secret key can wrap them, so it may never decrypt (`check_invariants`), never stop
+//! being trusted, never be copied outside an SO session, and what it unwraps comes out
+//! sensitive and wrap-with-trusted again (`unwrap_template`): no chain of wrap, decrypt,
+//! unwrap and copy brings such a key out in the clear.
 
 use super::attributes::{ulong_bytes, Attributes, Template};
 use crate::error::{fail_because, Result};
@@ -14,6 +22,13 @@ pub enum Origin {
     Created,
     Generated(CK_MECHANISM_TYPE),
     Unwrapped,
+    /// `C_DeriveKey`, with the base key's `CKA_ALWAYS_SENSITIVE` and `CKA_NEVER_EXTRACTABLE`:
+    /// PKCS#11 3.0 §5.18.5 carries them over (true only if the base's is and the new key is
+    /// sensitive / not extractable).
+    Derived {
+        always_sensitive: bool,
+        never_extractable: bool,
+    },
 }
 
 const COMMON: &[CK_ATTRIBUTE_TYPE] = &[
@@ -216,6 +231,10 @@ fn check_so_only(t: CK_ATTRIBUTE_TYPE, new: &[u8], so_logged_in: bool) -> Result
 /// under the token key, which only a user login opens, so a "public" key would sign in the
 /// process that made it and be unusable in every other. Refused rather than made to behave
 /// differently per process. Session objects live in one process and may be public.
+///
+/// A trusted secret key may wrap `CKA_WRAP_WITH_TRUSTED` keys, so it cannot decrypt (a wrapped
+/// blob decrypted is the key in the clear), and its `CKA_UNWRAP_TEMPLATE` cannot ask for what
+/// `unwrap_template` refuses it.
 pub fn check_invariants(a: &Attributes) -> Result<()> {
     let holds_key = matches!(a.class(), Some(CKO_PRIVATE_KEY | CKO_SECRET_KEY));
     if holds_key && a.is_token() && !a.is_private() {
@@ -224,7 +243,32 @@ pub fn check_invariants(a: &Attributes) -> Result<()> {
             "private and secret keys stored on the token must have CKA_PRIVATE true (their key material opens only after a user login)",
         );
     }
+    if is_trusted_key(a) {
+        if a.bool_or(CKA_DECRYPT, false) {
+            return fail_because(
+                CKR_TEMPLATE_INCONSISTENT,
+                "a trusted key cannot have CKA_DECRYPT true: it would decrypt the CKA_WRAP_WITH_TRUSTED keys it wraps (docs/security.md, trusted wrapping keys)",
+            );
+        }
+        if let Some(u) = nested(a, CKA_UNWRAP_TEMPLATE) {
+            if let Some((t, want)) = unwrap_imposed(a)
+                .into_iter()
+                .find(|(t, want)| u.get(*t).is_some_and(|v| v != [*want as u8]))
+            {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    format!("a trusted key's CKA_UNWRAP_TEMPLATE cannot make attribute 0x{t:x} {}: what it unwraps stays protected", !want),
+                );
+            }
+        }
+    }
     Ok(())
+}
+
+/// A secret key with `CKA_TRUSTED`: one that may wrap `CKA_WRAP_WITH_TRUSTED` keys and get
+/// them back. (A trusted public key wraps them for a holder outside the token.)
+fn is_trusted_key(a: &Attributes) -> bool {
+    a.class() == Some(CKO_SECRET_KEY) && a.bool_or(CKA_TRUSTED, false)
 }
 
 /// Every attribute of `a` is one an object of its class has.
@@ -365,16 +409,26 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
                 }
                 a.set_default(CKA_TRUSTED, vec![0]);
             }
-            for t in [CKA_DECRYPT, CKA_SIGN, CKA_UNWRAP, CKA_SENSITIVE] {
+            // A trusted key does not decrypt (`check_invariants`): its default says so.
+            let decrypt_default = !is_trusted_key(&a);
+            a.set_default(CKA_DECRYPT, vec![decrypt_default as u8]);
+            for t in [CKA_SIGN, CKA_UNWRAP, CKA_SENSITIVE] {
                 a.set_default(t, vec![1]);
             }
             a.set_default(CKA_EXTRACTABLE, vec![0]);
             a.set_default(CKA_WRAP_WITH_TRUSTED, vec![0]);
-            let generated = matches!(origin, Origin::Generated(_));
+            let (always_sensitive, never_extractable) = match origin {
+                Origin::Generated(_) => (true, true),
+                Origin::Derived {
+                    always_sensitive,
+                    never_extractable,
+                } => (always_sensitive, never_extractable),
+                Origin::Created | Origin::Unwrapped => (false, false),
+            };
             let sensitive = a.bool_or(CKA_SENSITIVE, true);
             let extractable = a.bool_or(CKA_EXTRACTABLE, false);
-            a.set_bool(CKA_ALWAYS_SENSITIVE, generated && sensitive);
-            a.set_bool(CKA_NEVER_EXTRACTABLE, generated && !extractable);
+            a.set_bool(CKA_ALWAYS_SENSITIVE, always_sensitive && sensitive);
+            a.set_bool(CKA_NEVER_EXTRACTABLE, never_extractable && !extractable);
         }
         CKO_CERTIFICATE => {
             let cert_type = match a.ulong(CKA_CERTIFICATE_TYPE) {
@@ -487,24 +541,28 @@ pub fn check_change(
     }
     check_so_only(t, new, so_logged_in)?;
     let class = obj.class().unwrap_or(CKO_DATA);
+    if how == Change::Copy && !obj.bool_or(CKA_MODIFIABLE, true) {
+        // A copy of a read-only object is that object again: it may live elsewhere and be
+        // more restricted (the one-way moves above), nothing else. Otherwise a copy would
+        // undo what C_SetAttributeValue refuses on the original.
+        return match t {
+            CKA_TOKEN => Ok(()),
+            CKA_PRIVATE if new == [1] => Ok(()),
+            _ => read_only("the object has CKA_MODIFIABLE false and its copy keeps its values (a copy may change CKA_TOKEN, make CKA_PRIVATE true, and move the one-way attributes their way)"),
+        };
+    }
     match t {
         CKA_TOKEN | CKA_PRIVATE if how == Change::Copy => Ok(()),
-        CKA_TRUSTED
-        | CKA_LABEL
-        | CKA_ID
-        | CKA_START_DATE
-        | CKA_END_DATE
-        | CKA_SUBJECT
-        | CKA_DERIVE
-        | CKA_ENCRYPT
-        | CKA_DECRYPT
-        | CKA_SIGN
-        | CKA_VERIFY
-        | CKA_SIGN_RECOVER
-        | CKA_VERIFY_RECOVER
-        | CKA_WRAP
-        | CKA_UNWRAP
-        | CKA_ALLOWED_MECHANISMS => Ok(()),
+        // Untrusting a wrapping key would let it decrypt what it wrapped while trusted.
+        CKA_TRUSTED if class == CKO_SECRET_KEY && new == [0] => {
+            read_only("a trusted secret key stays trusted until it is destroyed")
+        }
+        // What a key may be used for is fixed with the key (PKCS#11 and SoftHSM alike):
+        // widening it later would undo the limit it was made with.
+        CKA_ALLOWED_MECHANISMS => read_only("CKA_ALLOWED_MECHANISMS is fixed when the key is made"),
+        CKA_TRUSTED | CKA_LABEL | CKA_ID | CKA_START_DATE | CKA_END_DATE | CKA_SUBJECT | CKA_DERIVE
+        | CKA_ENCRYPT | CKA_DECRYPT | CKA_SIGN | CKA_VERIFY | CKA_SIGN_RECOVER | CKA_VERIFY_RECOVER
+        | CKA_WRAP | CKA_UNWRAP => Ok(()),
         CKA_APPLICATION | CKA_OBJECT_ID | CKA_VALUE if class == CKO_DATA => Ok(()),
         CKA_ISSUER
         | CKA_SERIAL_NUMBER
@@ -519,6 +577,36 @@ pub fn check_change(
         _ if t >= CKA_VENDOR_DEFINED => Ok(()),
         _ => read_only("it is fixed when the object is made"),
     }
+}
+
+/// The attributes of `C_CopyObject`'s copy of `obj` with `template` applied: the object must
+/// be copyable, a trusted one is copied only by the security officer (a user's copy of a
+/// trusted key would be a trusted key no SO made), and every template value passes
+/// `check_change` as a copy.
+pub fn copy_attributes(obj: &Attributes, template: &Attributes, so_logged_in: bool) -> Result<Attributes> {
+    if !obj.bool_or(CKA_COPYABLE, true) {
+        return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_COPYABLE false");
+    }
+    if obj.bool_or(CKA_TRUSTED, false) && !so_logged_in {
+        return fail_because(
+            CKR_ACTION_PROHIBITED,
+            "the object has CKA_TRUSTED true: only the security officer copies a trusted object",
+        );
+    }
+    let mut a = obj.clone();
+    for (t, v) in template.iter() {
+        check_change(obj, t, v, Change::Copy, so_logged_in)?;
+        a.set(t, v.to_vec());
+    }
+    check_invariants(&a)?;
+    Ok(a)
+}
+
+/// Whether `a` matches a search template. A template that names a hidden attribute (the
+/// secret part of a sensitive or unextractable key) never matches: comparing it would answer
+/// yes or no about the secret, one search at a time.
+pub fn search_matches(a: &Attributes, template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> bool {
+    template.iter().all(|(t, _)| !is_hidden(a, *t)) && a.matches(template)
 }
 
 /// The nested attributes of an attribute-array value (`CKA_WRAP_TEMPLATE`, ...), if any.
@@ -550,21 +638,73 @@ pub fn check_wrap(wrapper: &Attributes, target: &Attributes) -> Result<()> {
     Ok(())
 }
 
-/// The template of a key `unwrapper` unwraps: the application's, with the unwrapping key's
-/// `CKA_UNWRAP_TEMPLATE` imposed; a value that contradicts it is `CKR_TEMPLATE_INCONSISTENT`.
-pub fn unwrap_template(unwrapper: &Attributes, template: Template) -> Result<Template> {
-    let Some(imposed) = nested(unwrapper, CKA_UNWRAP_TEMPLATE) else {
-        return Ok(template);
-    };
+/// What every key `unwrapper` unwraps must be, whatever its templates say, so that unwrapping
+/// is never a way to decrypt:
+/// - an unwrapping key that may not decrypt (`CKA_DECRYPT` false) unwraps only sensitive keys:
+///   otherwise reading `CKA_VALUE` of a generic secret it "unwrapped" from any ciphertext is
+///   the decryption its policy refuses;
+/// - a trusted key (which never decrypts) also makes them `CKA_WRAP_WITH_TRUSTED`: a
+///   wrap-with-trusted key it wrapped and unwraps again stays one, instead of coming back free
+///   to be wrapped under any key and decrypted.
+fn unwrap_imposed(unwrapper: &Attributes) -> Vec<(CK_ATTRIBUTE_TYPE, bool)> {
+    let mut v = Vec::new();
+    if is_trusted_key(unwrapper) || !unwrapper.bool_or(CKA_DECRYPT, false) {
+        v.push((CKA_SENSITIVE, true));
+    }
+    if is_trusted_key(unwrapper) {
+        v.push((CKA_WRAP_WITH_TRUSTED, true));
+    }
+    v
+}
+
+/// The application's `template` with `imposed` values laid over it; a value that contradicts
+/// one is `CKR_TEMPLATE_INCONSISTENT`, naming `why`.
+fn impose(template: Template, imposed: &Attributes, why: &str) -> Result<Template> {
     let mut a = template.into_attributes();
     for (t, v) in imposed.iter() {
         if a.get(t).is_some_and(|mine| mine != v) {
             return fail_because(
                 CKR_TEMPLATE_INCONSISTENT,
-                format!("attribute 0x{t:x} contradicts the unwrapping key's CKA_UNWRAP_TEMPLATE"),
+                format!("attribute 0x{t:x} contradicts {why}"),
             );
         }
         a.set(t, v.to_vec());
     }
     Template::parse(a.iter().map(|(t, v)| (t, v.to_vec())))
+}
+
+/// The template of a key `unwrapper` unwraps: the application's, with the unwrapping key's
+/// `CKA_UNWRAP_TEMPLATE` and `unwrap_imposed` laid over it; a value that contradicts either
+/// is `CKR_TEMPLATE_INCONSISTENT`.
+pub fn unwrap_template(unwrapper: &Attributes, template: Template) -> Result<Template> {
+    let mut template = template;
+    if let Some(imposed) = nested(unwrapper, CKA_UNWRAP_TEMPLATE) {
+        template = impose(template, &imposed, "the unwrapping key's CKA_UNWRAP_TEMPLATE")?;
+    }
+    let mut rules = Attributes::new();
+    for (t, v) in unwrap_imposed(unwrapper) {
+        rules.set_bool(t, v);
+    }
+    impose(
+        template,
+        &rules,
+        "the unwrapping key's policy (a key without CKA_DECRYPT unwraps only sensitive keys; a trusted key's stay CKA_WRAP_WITH_TRUSTED)",
+    )
+}
+
+/// The template of a key derived from `base`: the application's, with the base key's
+/// `CKA_DERIVE_TEMPLATE` laid over it, as `unwrap_template` does with `CKA_UNWRAP_TEMPLATE`.
+pub fn derive_template(base: &Attributes, template: Template) -> Result<Template> {
+    match nested(base, CKA_DERIVE_TEMPLATE) {
+        Some(imposed) => impose(template, &imposed, "the base key's CKA_DERIVE_TEMPLATE"),
+        None => Ok(template),
+    }
+}
+
+/// How a key derived from `base` came to be, for `complete_new`'s sticky attributes.
+pub fn derived_from(base: &Attributes) -> Origin {
+    Origin::Derived {
+        always_sensitive: base.bool_or(CKA_ALWAYS_SENSITIVE, false),
+        never_extractable: base.bool_or(CKA_NEVER_EXTRACTABLE, false),
+    }
 }

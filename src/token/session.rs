@@ -17,6 +17,10 @@ pub struct Session {
     pub decrypt: Option<CryptOp>,
     pub digest: Option<DigestOp>,
     pub find: Option<FindOp>,
+    /// A `C_Login(CKU_CONTEXT_SPECIFIC)` made with no operation waiting for it: it authorizes
+    /// the next `C_UnwrapKey` or `C_DeriveKey` of this session (calls without an Init to log
+    /// in after), which spends it.
+    pub context_login: bool,
 }
 
 pub type SessionRef = Arc<Mutex<Session>>;
@@ -33,6 +37,7 @@ impl Session {
             decrypt: None,
             digest: None,
             find: None,
+            context_login: false,
         }
     }
 

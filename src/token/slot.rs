@@ -9,6 +9,7 @@
 
 use super::attributes::Attributes;
 use super::object::Object;
+use super::policy;
 use super::records;
 use crate::error::{fail, Error, Result};
 use crate::store::{Found, Store, TokenRecord};
@@ -250,17 +251,17 @@ impl Token {
             for f in found {
                 let (handle, matches) = match f {
                     Found::Known(id) => match self.cache.peek(&id) {
-                        Some((obj, _)) => (id, obj.attrs.matches(template)),
+                        Some((obj, _)) => (id, policy::search_matches(&obj.attrs, template)),
                         // Evicted since the search began: read it again.
                         None => match self.token_object(id) {
-                            Ok(obj) => (id, obj.attrs.matches(template)),
+                            Ok(obj) => (id, policy::search_matches(&obj.attrs, template)),
                             Err(_) => continue,
                         },
                     },
                     Found::Read(o) => {
                         let handle = o.id;
                         let attrs = records::attributes(o);
-                        if !attrs.matches(template) {
+                        if !policy::search_matches(&attrs, template) {
                             continue;
                         }
                         self.remember(handle, attrs, generation);
@@ -276,7 +277,9 @@ impl Token {
             let mut session: Vec<_> = self
                 .session_objects
                 .iter()
-                .filter(|o| (with_private || !o.attrs.is_private()) && o.attrs.matches(template))
+                .filter(|o| {
+                    (with_private || !o.attrs.is_private()) && policy::search_matches(&o.attrs, template)
+                })
                 .map(|o| o.handle)
                 .collect();
             session.sort_unstable();

@@ -381,8 +381,8 @@ fn child_part() -> bool {
     true
 }
 
-/// The test function children run (their entry is `child_part`): the table of their parent.
 thread_local! {
+    /// The test function children run (their entry is `child_part`): the table of their parent.
     static TABLE: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
 }
 

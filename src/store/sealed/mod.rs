@@ -28,10 +28,13 @@ pub struct Sealed {
     /// Logins after the first one skip the KDF (GnuTLS logs in once per object it lists).
     pins: pin::PinKeyCache,
     /// One lock per (slot, SO?) PIN: checks of one PIN in this process take turns.
-    pin_turns: Mutex<HashMap<(CK_SLOT_ID, bool), Arc<Mutex<()>>>>,
+    pin_turns: Mutex<HashMap<(CK_SLOT_ID, bool), PinTurn>>,
     /// How long a PIN attempt may stay undecided before waiters count it as a wrong PIN.
     attempt_timeout: Duration,
 }
+
+/// Held while this process checks one PIN (`Sealed::check_pin`).
+type PinTurn = Arc<Mutex<()>>;
 
 /// `pin.attempt_timeout_s` by default: far longer than any PIN check takes.
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -12,7 +12,6 @@ use cryptoki_sys::*;
 use hmac::{KeyInit, Mac};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The associated data of a wrap: the token's slot and the PIN's owner, so a wrap moved to
@@ -105,7 +104,7 @@ impl PinKeyCache {
 
 impl Sealed {
     /// The lock that makes checks of one PIN in this process take turns.
-    fn pin_turn(&self, slot: CK_SLOT_ID, owner: PinOwner) -> Arc<Mutex<()>> {
+    fn pin_turn(&self, slot: CK_SLOT_ID, owner: PinOwner) -> super::PinTurn {
         self.pin_turns
             .lock()
             .entry((slot, owner == PinOwner::So))

@@ -370,7 +370,8 @@ fn an_attempt_left_undecided_by_a_stopped_process_counts_as_wrong_after_the_time
     } in cases()
     {
         let _keep = (_server, dir);
-        let timeout = std::time::Duration::from_millis(400);
+        // Far longer than a login takes even on a busy machine, so "no wait" is told apart.
+        let timeout = std::time::Duration::from_secs(2);
         let s = store.with_attempt_timeout(timeout);
         s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
         // Fewer than the budget: a right PIN goes ahead at once and forgives them.

@@ -22,6 +22,8 @@ pub const MAX_FAILURES: std::ops::RangeInclusive<u32> = 1..=1000;
 pub const KDF_MEMORY_KIB: std::ops::RangeInclusive<u32> = 8..=4 * 1024 * 1024;
 /// Argon2 needs one pass; 64 passes of 19 MiB already take seconds per login.
 pub const KDF_PASSES: std::ops::RangeInclusive<u32> = 1..=64;
+/// Longer than a PIN check takes with the slowest KDF allowed; an hour of waiting is the top.
+pub const ATTEMPT_TIMEOUT_S: std::ops::RangeInclusive<u32> = 1..=3600;
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -81,6 +83,9 @@ pub struct PinConfig {
     /// Argon2id memory in KiB and passes for PIN-derived keys of new wraps.
     pub kdf_memory_kib: u32,
     pub kdf_passes: u32,
+    /// Seconds a PIN attempt may stay undecided (its process stopped mid-check) before the
+    /// attempts waiting on it count it as a wrong PIN.
+    pub attempt_timeout_s: u32,
 }
 
 impl Default for PinConfig {
@@ -89,6 +94,7 @@ impl Default for PinConfig {
             max_failures: 10,
             kdf_memory_kib: 19 * 1024,
             kdf_passes: 2,
+            attempt_timeout_s: 60,
         }
     }
 }
@@ -206,6 +212,11 @@ impl Config {
         range("pin.max_failures", self.pin.max_failures, MAX_FAILURES)?;
         range("pin.kdf_memory_kib", self.pin.kdf_memory_kib, KDF_MEMORY_KIB)?;
         range("pin.kdf_passes", self.pin.kdf_passes, KDF_PASSES)?;
+        range(
+            "pin.attempt_timeout_s",
+            self.pin.attempt_timeout_s,
+            ATTEMPT_TIMEOUT_S,
+        )?;
         // Known names only; whether this CPU runs the family is checked when the engine starts.
         if let Some(k) = &self.engine.kernel {
             let mut names = vec!["auto"];
@@ -345,8 +356,9 @@ mod tests {
     #[test]
     fn defaults_and_the_range_ends_are_accepted() {
         Config::default().check().unwrap();
-        load("[pin]\nkdf_memory_kib = 8\nkdf_passes = 1\nmax_failures = 1\n").unwrap();
-        load("[pin]\nkdf_memory_kib = 4194304\nkdf_passes = 64\nmax_failures = 1000\n").unwrap();
+        load("[pin]\nkdf_memory_kib = 8\nkdf_passes = 1\nmax_failures = 1\nattempt_timeout_s = 1\n").unwrap();
+        load("[pin]\nkdf_memory_kib = 4194304\nkdf_passes = 64\nmax_failures = 1000\nattempt_timeout_s = 3600\n")
+            .unwrap();
         load("[log]\nlevel = \"DEBUG\"\n[store]\nbackend = \"memory\"\n").unwrap();
     }
 
@@ -398,6 +410,11 @@ mod tests {
                 "between 1 and 1048576",
             ),
             ("[pin]\nkdf_passes = 65\n", "pin.kdf_passes", "between 1 and 64"),
+            (
+                "[pin]\nattempt_timeout_s = 0\n",
+                "pin.attempt_timeout_s",
+                "between 1 and 3600",
+            ),
             (
                 "[pin]\nkdf_memory_kib = 1\n",
                 "pin.kdf_memory_kib",

@@ -211,6 +211,14 @@ fn two_processes_see_each_others_changes() {
     );
 }
 
+/// The number of objects committed to the SQLite store `db`, read beside its writers.
+fn committed_objects(db: &Path) -> i64 {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    c.query_row("SELECT count(*) FROM objects", [], |r| r.get(0))
+        .unwrap()
+}
+
 #[test]
 fn killed_writers_leave_a_readable_token() {
     let env = TestEnv::new();
@@ -223,12 +231,24 @@ fn killed_writers_leave_a_readable_token() {
     p.finalize().unwrap();
     let mut rng_state = 0x2545f4914f6cdd1du64;
     let mut keys = 0;
+    let db = env.store_dir().join("ferrohsm.db");
     for round in 0..8 {
+        let before = committed_objects(&db);
         let mut child = spawn_worker(&env, "write-forever");
         rng_state ^= rng_state << 13;
         rng_state ^= rng_state >> 7;
         rng_state ^= rng_state << 17;
-        std::thread::sleep(std::time::Duration::from_millis(150 + rng_state % 400));
+        // Killed at a random point of its writing, once it has written a key pair, however
+        // long the machine takes to start it (a fixed delay could kill it before it wrote).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while committed_objects(&db) <= before {
+            assert!(
+                std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+                "round {round}: the writer wrote no key pair"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(rng_state % 400));
         unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         child.wait().unwrap();
         // The token opens; one of the two PINs works; every object reads and every key signs.

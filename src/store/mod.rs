@@ -167,7 +167,11 @@ pub fn open_sealed(config: &crate::config::Config) -> std::result::Result<Sealed
         "postgres" => Box::new(backend::postgres::PostgresBackend::open(config)?),
         _ => Box::new(backend::sqlite::SqliteBackend::open(&config.store_dir())?),
     };
-    Ok(Sealed::new(backend, kdf, config.pin.max_failures))
+    Ok(
+        Sealed::new(backend, kdf, config.pin.max_failures).with_attempt_timeout(
+            std::time::Duration::from_secs(config.pin.attempt_timeout_s.into()),
+        ),
+    )
 }
 
 /// Opens the store the configuration names, as the token layer uses it.

@@ -262,6 +262,10 @@ impl Library {
                 } else {
                     (PinOwner::User, LoginState::User)
                 };
+                // A login racing one in flight in this process waits for it, then finds the
+                // state it left: the PIN is evaluated once, not once per thread.
+                let _turn = token.login_turn.lock();
+                let current = token.login_state();
                 if current == state {
                     return fail(CKR_USER_ALREADY_LOGGED_IN);
                 }

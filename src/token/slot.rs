@@ -15,7 +15,7 @@ use crate::error::{fail, Error, Result};
 use crate::store::{Found, Store, TokenRecord};
 use cryptoki_sys::*;
 use dashmap::DashMap;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +34,9 @@ pub struct Token {
     /// `None` while the slot holds the uninitialised token.
     record: RwLock<Option<TokenRecord>>,
     login: RwLock<LoginState>,
+    /// Held by `C_Login` from its check of the login state to its change: logins racing in
+    /// this process take turns, so one evaluates the PIN and the others find it logged in.
+    pub login_turn: Mutex<()>,
     /// Token objects seen by this process: the object and the store generation it was checked at.
     cache: Cache<CK_OBJECT_HANDLE, Cached, ByFootprint>,
     pub session_objects: DashMap<CK_OBJECT_HANDLE, Arc<Object>>,
@@ -73,6 +76,7 @@ impl Token {
             store,
             record: RwLock::new(record),
             login: RwLock::new(LoginState::Public),
+            login_turn: Mutex::new(()),
             cache: new_cache(cache_bytes),
             session_objects: DashMap::new(),
             seen_generation: AtomicU64::new(0),

@@ -72,7 +72,8 @@ stop_daemons() {
 trap stop_daemons EXIT
 ods-enforcerd -c "$WORK/ods/conf.xml" >"$WORK/ods/enforcerd.log" 2>&1
 ods-signerd -c "$WORK/ods/conf.xml" >"$WORK/ods/signerd.log" 2>&1
-for _ in $(seq 1 50); do
+# Up to 60 s, however busy the machine.
+for _ in $(seq 1 300); do
     [ -S "$WORK/ods/run/enforcer.sock" ] && [ -S /run/opendnssec/engine.sock ] && break
     sleep 0.2
 done
@@ -83,8 +84,9 @@ for spec in "${zones[@]}"; do
     "${enforcer[@]}" zone add --zone "$zone" --policy "$policy" --input "$WORK/ods/$zone" \
         --output "$WORK/ods/$zone.signed" --signerconf "$WORK/ods/$zone.signconf.xml" >/dev/null
 done
-# The signer works on the zones in turn: 60 s in all for the three.
-for _ in $(seq 1 300); do
+# The signer works on the zones in turn: up to 180 s in all for the three on a busy machine
+# (it stops waiting as soon as they are signed).
+for _ in $(seq 1 900); do
     done_zones=0
     for spec in "${zones[@]}"; do
         IFS=: read -r zone _ _ <<<"$spec"

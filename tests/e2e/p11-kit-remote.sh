@@ -13,7 +13,8 @@ sock="$WORK/p11-kit.sock"
 p11-kit server --foreground --provider "$M" --name "$sock" "pkcs11:token=e2e" > "$WORK/server.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
+# Up to 60 s, however busy the machine.
+for _ in $(seq 1 600); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { echo "FAIL: p11-kit server did not start: $(cat "$WORK/server.log")" >&2; exit 1; }
 export P11_KIT_SERVER_ADDRESS="unix:path=$sock"
 remote=(pkcs11-tool --module "$client" --token-label e2e)

@@ -72,7 +72,8 @@ grep -q "assigned to example.com" <<<"$out" || { echo "FAIL: pdnsutil hsm assign
 "${pdns[@]}" rectify-zone example.com >/dev/null
 pdns_server --config-dir="$WORK/pdns" >"$WORK/pdns/server.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 50); do
+# Up to 60 s, however busy the machine.
+for _ in $(seq 1 300); do
     dig @127.0.0.1 -p "$port" example.org SOA +short >/dev/null 2>&1 && break
     sleep 0.2
 done

@@ -39,7 +39,8 @@ LogLevel VERBOSE
 CONF
     /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
     sshd_pid=$!
-    for _ in $(seq 1 50); do
+    # Up to 60 s: a busy machine starts sshd slowly, and a slow start is not a taken port.
+    for _ in $(seq 1 600); do
         grep -q "Server listening on 127.0.0.1 port $port" "$d/sshd.log" 2>/dev/null && break 2
         kill -0 "$sshd_pid" 2>/dev/null || break
         sleep 0.1

@@ -15,6 +15,8 @@ use crypt::{KdfParams, Key};
 use cryptoki_sys::*;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub struct Sealed {
     backend: Box<dyn Backend>,
@@ -25,7 +27,17 @@ pub struct Sealed {
     keys: Mutex<HashMap<CK_SLOT_ID, (u64, Key)>>,
     /// Logins after the first one skip the KDF (GnuTLS logs in once per object it lists).
     pins: pin::PinKeyCache,
+    /// One lock per (slot, SO?) PIN: checks of one PIN in this process take turns.
+    pin_turns: Mutex<HashMap<(CK_SLOT_ID, bool), PinTurn>>,
+    /// How long a PIN attempt may stay undecided before waiters count it as a wrong PIN.
+    attempt_timeout: Duration,
 }
+
+/// Held while this process checks one PIN (`Sealed::check_pin`).
+type PinTurn = Arc<Mutex<()>>;
+
+/// `pin.attempt_timeout_s` by default: far longer than any PIN check takes.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn record(row: &TokenRow) -> TokenRecord {
     let mut label = [b' '; 32];
@@ -34,9 +46,11 @@ fn record(row: &TokenRow) -> TokenRecord {
     let mut serial = [b' '; 16];
     let n = row.serial.len().min(16);
     serial[..n].copy_from_slice(&row.serial.as_bytes()[..n]);
+    // Attempts in flight are not failures (yet); a window full of decided failures is a lock
+    // even before an attempt marks it so.
     let state = |p: &PinRow| PinState {
-        failures: p.counter.failures,
-        locked: p.counter.locked,
+        failures: p.counter.decided_failures(),
+        locked: p.counter.locked || (p.counter.failures >= row.max_failures && p.counter.pending.is_empty()),
     };
     TokenRecord {
         slot_id: row.slot_id,
@@ -69,7 +83,16 @@ impl Sealed {
             max_failures,
             keys: Mutex::new(HashMap::new()),
             pins: pin::PinKeyCache::new(),
+            pin_turns: Mutex::new(HashMap::new()),
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
         }
+    }
+
+    /// Sets how long a PIN attempt may stay undecided (its process stopped) before the
+    /// attempts waiting on it count it as a wrong PIN (`pin.attempt_timeout_s`).
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
     }
 
     /// Where the store lives (a path), for messages to the operator.
@@ -181,10 +204,8 @@ impl Store for Sealed {
                 tx.bump_generation(slot)?;
                 row.label = label.to_vec();
                 row.epoch += 1;
-                row.so.counter.failures = 0;
-                row.so.counter.locked = false;
-                row.user.counter.failures = 0;
-                row.user.counter.locked = false;
+                row.so.counter.restart();
+                row.user.counter.restart();
                 row
             } else {
                 let free = tx.max_slot()?.map_or(0, |m| m + 1);
@@ -236,8 +257,7 @@ impl Store for Sealed {
             };
             row.user.wrap = Some(wrap.clone());
             // A new PIN starts a new count; the ticket counter keeps growing.
-            row.user.counter.failures = 0;
-            row.user.counter.locked = false;
+            row.user.counter.restart();
             tx.update_token(&row)
         })?;
         self.pins.remember(slot, PinOwner::User, &wrap, pin, pin_key);

@@ -3,6 +3,7 @@
 //! repeated logins the KDF.
 
 use super::crypt::{self, Key, Wrap};
+use super::lockout::Reservation;
 use super::Sealed;
 use crate::error::{fail, Result};
 use crate::store::backend::{transact, PinRow, TokenRow};
@@ -11,6 +12,7 @@ use cryptoki_sys::*;
 use hmac::{KeyInit, Mac};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// The associated data of a wrap: the token's slot and the PIN's owner, so a wrap moved to
 /// another token or owner does not open.
@@ -101,6 +103,100 @@ impl PinKeyCache {
 }
 
 impl Sealed {
+    /// The lock that makes checks of one PIN in this process take turns.
+    fn pin_turn(&self, slot: CK_SLOT_ID, owner: PinOwner) -> super::PinTurn {
+        self.pin_turns
+            .lock()
+            .entry((slot, owner == PinOwner::So))
+            .or_default()
+            .clone()
+    }
+
+    /// Reserves an attempt, waiting while the failure budget is taken by attempts still in
+    /// flight (in other processes or hosts): the wrap to check, the ticket, the limit and the
+    /// token's epoch. An attempt seen in flight for `attempt_timeout` by this waiter belongs
+    /// to a process that stopped before deciding it (killed, or its store went away): it is
+    /// counted as a wrong PIN, as the budget already assumed, and the wait goes on without
+    /// it. Measured on this process's clock, so clocks of other hosts do not matter.
+    fn reserve_waiting(&self, slot: CK_SLOT_ID, owner: PinOwner) -> Result<(Vec<u8>, u64, u32, u64)> {
+        let mut seen: HashMap<u64, Instant> = HashMap::new();
+        let mut pause = Duration::from_millis(1);
+        let mut waited = false;
+        loop {
+            let now = Instant::now();
+            let stale: Vec<u64> = seen
+                .iter()
+                .filter(|(_, since)| now.duration_since(**since) >= self.attempt_timeout)
+                .map(|(t, _)| *t)
+                .collect();
+            let step = transact(&*self.backend, |tx| {
+                let Some(mut row) = tx.token(slot)? else {
+                    return fail(CKR_TOKEN_NOT_RECOGNIZED);
+                };
+                let max = row.max_failures;
+                let p = of(&mut row, owner);
+                let Some(wrap) = p.wrap.clone() else {
+                    return fail(CKR_USER_PIN_NOT_INITIALIZED);
+                };
+                let mut changed = false;
+                if !stale.is_empty() && p.counter.expire(&stale, max) {
+                    log::warn!(
+                        "slot {slot}: {} {owner:?} PIN attempt(s) were still undecided after {:?} (their process stopped?); counted as wrong PINs",
+                        stale.len(),
+                        self.attempt_timeout
+                    );
+                    changed = true;
+                }
+                let r = p.counter.reserve(max);
+                if r.as_ref().is_ok_and(|r| matches!(r, Reservation::Granted(_))) {
+                    changed = true;
+                }
+                // Committed even when the answer is CKR_PIN_LOCKED: an expiry stays done.
+                if changed {
+                    tx.update_token(&row)?;
+                }
+                Ok((wrap, r, max, row.epoch))
+            });
+            let (wrap, r, max, epoch) = step.inspect_err(|e| {
+                if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
+                    log::error!(
+                        "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
+                        self.backend.location()
+                    );
+                }
+            })?;
+            let r = r.inspect_err(|_| {
+                log::warn!(
+                    "slot {slot}: the {owner:?} PIN is locked after too many wrong attempts; the PIN was not checked{}",
+                    if owner == PinOwner::User { " (the SO can set a new user PIN)" } else { "" }
+                );
+            })?;
+            match r {
+                Reservation::Granted(ticket) => return Ok((wrap, ticket, max, epoch)),
+                Reservation::Wait(pending) => {
+                    if !waited {
+                        log::info!(
+                            "slot {slot}: {} {owner:?} PIN attempt(s) in flight hold the failure budget; waiting for them to be decided",
+                            pending.len()
+                        );
+                        waited = true;
+                    }
+                    let now = Instant::now();
+                    seen.retain(|t, _| pending.contains(t));
+                    for t in pending {
+                        seen.entry(t).or_insert(now);
+                    }
+                    // Backing off, with jitter so waiters in several processes do not poll
+                    // in step; attempts take a KDF's time (milliseconds) to be decided.
+                    let mut r = [0u8; 1];
+                    let _ = getrandom::fill(&mut r);
+                    std::thread::sleep(pause + pause * u32::from(r[0]) / 256);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
     /// Wraps `token_key` under `pin` with fresh salt: the wrap and the PIN-derived key.
     pub(super) fn wrap(
         &self,
@@ -118,33 +214,15 @@ impl Sealed {
     /// host sees it) before the PIN is derived, and resolved after: see `PinCounter`. When the
     /// reservation cannot be written the PIN is not evaluated at all, so an unwritable store
     /// is no guessing oracle. The cached PIN key is consulted only after the reservation.
+    ///
+    /// Checks of one PIN in this process take turns, so a process has at most one attempt in
+    /// flight per PIN and threads racing with the right PIN do not spend the failure budget of
+    /// the whole fleet. When the budget is taken by attempts in flight elsewhere, this one
+    /// waits for them to be decided (`reserve_waiting`).
     pub(super) fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<(Key, u64)> {
-        let reserve = transact(&*self.backend, |tx| {
-            let Some(mut row) = tx.token(slot)? else {
-                return fail(CKR_TOKEN_NOT_RECOGNIZED);
-            };
-            let max = row.max_failures;
-            let p = of(&mut row, owner);
-            let Some(wrap) = p.wrap.clone() else {
-                return fail(CKR_USER_PIN_NOT_INITIALIZED);
-            };
-            let ticket = p.counter.reserve(max).inspect_err(|_| {
-                log::warn!(
-                    "slot {slot}: the {owner:?} PIN is locked after too many wrong attempts; the PIN was not checked{}",
-                    if owner == PinOwner::User { " (the SO can set a new user PIN)" } else { "" }
-                );
-            })?;
-            tx.update_token(&row)?;
-            Ok((wrap, ticket, max, row.epoch))
-        });
-        let (wrap, ticket, max, epoch) = reserve.inspect_err(|e| {
-            if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
-                log::error!(
-                    "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
-                    self.backend.location()
-                );
-            }
-        })?;
+        let turn = self.pin_turn(slot, owner);
+        let _turn = turn.lock();
+        let (wrap, ticket, max, epoch) = self.reserve_waiting(slot, owner)?;
         let w = Wrap(&wrap);
         let opened = self
             .pins
@@ -166,9 +244,10 @@ impl Sealed {
         match (opened, resolved) {
             (Some(token_key), Ok(_)) => Ok((token_key, epoch)),
             (Some(token_key), Err(_)) => {
-                // The reservation stays counted as a failure: safe, and the PIN was right.
+                // The reservation stays in flight until waiters time it out and count it as
+                // a failure: safe, and the PIN was right.
                 log::warn!(
-                    "slot {slot}: {owner:?} login succeeded but its attempt is still counted as a failure"
+                    "slot {slot}: {owner:?} login succeeded but its attempt could not be recorded as decided; it will count as a failure"
                 );
                 Ok((token_key, epoch))
             }

@@ -270,6 +270,141 @@ fn the_attempt_is_recorded_before_the_pin_is_derived() {
     }
 }
 
+/// Reserves `n` user-PIN attempts of slot 0 as other processes would, leaving them undecided.
+fn reserve_elsewhere(s: &Sealed, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            transact(&*s.backend, |tx| {
+                let mut row = tx.token(0)?.unwrap();
+                let max = row.max_failures;
+                let lockout::Reservation::Granted(t) = row.user.counter.reserve(max)? else {
+                    panic!("the budget is full");
+                };
+                tx.update_token(&row)?;
+                Ok(t)
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+/// Decides an attempt that `reserve_elsewhere` took, as its process would.
+fn decide_elsewhere(s: &Sealed, ticket: u64, ok: bool) {
+    transact(&*s.backend, |tx| {
+        let mut row = tx.token(0)?.unwrap();
+        let max = row.max_failures;
+        row.user.counter.resolve(ticket, ok, max);
+        tx.update_token(&row)
+    })
+    .unwrap();
+}
+
+#[test]
+fn an_attempt_beyond_a_budget_in_flight_waits_for_a_decision_instead_of_being_refused() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        // Other processes hold the whole budget with attempts still being checked.
+        let tickets = reserve_elsewhere(s, MAX as usize);
+        assert_eq!(
+            s.tokens().unwrap()[0].user_pin.failures,
+            0,
+            "in flight is not failed"
+        );
+        let t = std::time::Instant::now();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                // One of them was the right PIN: it forgives what came before it.
+                decide_elsewhere(s, tickets[0], true);
+            });
+            assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_OK, "{}", c.name);
+        });
+        assert!(
+            t.elapsed() >= std::time::Duration::from_millis(300),
+            "{}: it waited",
+            c.name
+        );
+        let token = &s.tokens().unwrap()[0];
+        assert_eq!(
+            (token.user_pin.failures, token.user_pin.locked),
+            (0, false),
+            "{}: the success forgave every attempt before it",
+            c.name
+        );
+        // The others, decided wrong later, came before the success: nothing counts.
+        for t in &tickets[1..] {
+            decide_elsewhere(s, *t, false);
+        }
+        assert_eq!(s.tokens().unwrap()[0].user_pin.failures, 0, "{}", c.name);
+        // A wrong PIN waiting behind attempts that all turn out wrong gets CKR_PIN_LOCKED
+        // and is never evaluated: the budget was spent.
+        s.logout(0);
+        let tickets = reserve_elsewhere(s, MAX as usize);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                for t in &tickets {
+                    decide_elsewhere(s, *t, false);
+                }
+            });
+            assert_eq!(
+                rv(s.login(0, PinOwner::User, b"nope")),
+                CKR_PIN_LOCKED,
+                "{}",
+                c.name
+            );
+        });
+        assert!(s.tokens().unwrap()[0].user_pin.locked, "{}", c.name);
+    }
+}
+
+#[test]
+fn an_attempt_left_undecided_by_a_stopped_process_counts_as_wrong_after_the_timeout() {
+    for Case {
+        name,
+        store,
+        _server,
+        dir,
+        ..
+    } in cases()
+    {
+        let _keep = (_server, dir);
+        // Far longer than a login takes even on a busy machine, so "no wait" is told apart.
+        let timeout = std::time::Duration::from_secs(2);
+        let s = store.with_attempt_timeout(timeout);
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        // Fewer than the budget: a right PIN goes ahead at once and forgives them.
+        reserve_elsewhere(&s, MAX as usize - 1);
+        let t = std::time::Instant::now();
+        s.login(0, PinOwner::User, USER).unwrap();
+        assert!(t.elapsed() < timeout, "{name}: no wait while the budget has room");
+        assert_eq!(s.tokens().unwrap()[0].user_pin.failures, 0, "{name}");
+        // The whole budget held by attempts whose processes were killed: the next attempt
+        // waits for them no longer than the timeout, then they count as wrong PINs, so the
+        // PIN is locked, as it would have been had they been decided wrong.
+        s.logout(0);
+        reserve_elsewhere(&s, MAX as usize);
+        let t = std::time::Instant::now();
+        assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_PIN_LOCKED, "{name}");
+        let waited = t.elapsed();
+        assert!(
+            waited >= timeout && waited < timeout * 20,
+            "{name}: waited {waited:?} for a timeout of {timeout:?}"
+        );
+        let token = &s.tokens().unwrap()[0];
+        assert_eq!(
+            (token.user_pin.failures, token.user_pin.locked),
+            (MAX, true),
+            "{name}"
+        );
+        // Recorded in the store: the next attempt is refused without waiting.
+        let t = std::time::Instant::now();
+        assert_eq!(rv(s.login(0, PinOwner::User, USER)), CKR_PIN_LOCKED, "{name}");
+        assert!(t.elapsed() < timeout, "{name}");
+    }
+}
+
 #[test]
 fn find_is_one_backend_query_whatever_the_number_of_matches() {
     for c in cases() {

@@ -53,16 +53,18 @@ pub struct PostgresBackend {
 }
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch";
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
+     so_pending, user_pending";
 
 fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::Error> {
-    let pin = |at: usize| -> std::result::Result<PinRow, postgres::Error> {
+    let pin = |at: usize, pending: usize| -> std::result::Result<PinRow, postgres::Error> {
         Ok(PinRow {
             wrap: r.try_get(at)?,
             counter: PinCounter {
                 failures: r.try_get::<_, i32>(at + 1)? as u32,
                 attempts: r.try_get::<_, i64>(at + 2)? as u64,
                 locked: r.try_get(at + 3)?,
+                pending: PinCounter::parse_pending(r.try_get(pending)?),
             },
         })
     };
@@ -70,8 +72,8 @@ fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::
         slot_id: r.try_get::<_, i64>(0)? as CK_SLOT_ID,
         label: r.try_get(1)?,
         serial: r.try_get(2)?,
-        so: pin(3)?,
-        user: pin(7)?,
+        so: pin(3, 14)?,
+        user: pin(7, 15)?,
         max_failures: r.try_get::<_, i32>(11)? as u32,
         generation: r.try_get::<_, i64>(12)? as u64,
         epoch: r.try_get::<_, i64>(13)? as u64,
@@ -406,8 +408,8 @@ impl Backend for PostgresBackend {
 
 /// Every token row, in slot order (`TOKEN_COLUMNS`).
 const TOKENS_SQL: &str = "SELECT slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch \
-     FROM tokens ORDER BY slot_id";
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
+     so_pending, user_pending FROM tokens ORDER BY slot_id";
 
 struct PgTx<'a, 'c> {
     tx: &'a mut postgres::Transaction<'c>,
@@ -431,7 +433,7 @@ impl PgTx<'_, '_> {
             .map_err(|e| self.backend.db_err("read", &e))
     }
 
-    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 13] {
+    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 15] {
         [
             Box::new(t.slot_id as i64),
             Box::new(t.label.clone()),
@@ -446,6 +448,8 @@ impl PgTx<'_, '_> {
             Box::new(t.user.counter.locked),
             Box::new(t.max_failures as i32),
             Box::new(t.epoch as i64),
+            Box::new(t.so.counter.pending_text()),
+            Box::new(t.user.counter.pending_text()),
         ]
     }
 }
@@ -480,8 +484,8 @@ impl Tx for PgTx<'_, '_> {
         let args: Vec<&(dyn postgres::types::ToSql + Sync)> = a.iter().map(|b| &**b).collect();
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
             &args,
         )
         .map(|_| ())
@@ -493,7 +497,7 @@ impl Tx for PgTx<'_, '_> {
         self.change(
             "UPDATE tokens SET label = $2, serial = $3, so_wrap = $4, so_failures = $5, so_attempts = $6, \
              so_locked = $7, user_wrap = $8, user_failures = $9, user_attempts = $10, user_locked = $11, \
-             max_failures = $12, epoch = $13 WHERE slot_id = $1",
+             max_failures = $12, epoch = $13, so_pending = $14, user_pending = $15 WHERE slot_id = $1",
             &args,
         )
         .map(|_| ())

@@ -11,7 +11,7 @@ pub(super) const WRITE_LOCK: i64 = 0x6665_7272_6f68_736d & i64::MAX;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`; the current version is
 /// their number. Version 1 holds what SQLite's version 2 holds, version 2 what its version 3
-/// holds (the token epoch).
+/// holds (the token epoch), version 3 what its version 4 holds (PIN attempts in flight).
 const MIGRATIONS: &[&str] = &[
     "
 CREATE TABLE ferrohsm_schema (version INTEGER NOT NULL);
@@ -46,6 +46,10 @@ CREATE INDEX objects_by_label ON objects(slot_id, label);
 ",
     "
 ALTER TABLE tokens ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+",
+    "
+ALTER TABLE tokens ADD COLUMN so_pending TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN user_pending TEXT NOT NULL DEFAULT '';
 ",
 ];
 

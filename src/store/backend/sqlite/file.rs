@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-pub(super) const SCHEMA_VERSION: i64 = 3;
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -61,6 +61,13 @@ pub(super) const SCHEMA_V3: &str = "
 ALTER TABLE tokens ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
 ";
 
+/// PIN attempts still in flight (`PinCounter::pending`), so an attempt that finds the failure
+/// budget taken by attempts not yet decided waits for them instead of being refused.
+pub(super) const SCHEMA_V4: &str = "
+ALTER TABLE tokens ADD COLUMN so_pending TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN user_pending TEXT NOT NULL DEFAULT '';
+";
+
 /// Brings the schema to `SCHEMA_VERSION`, in one transaction, refusing a newer one.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result<(), String> {
     let bad = |e: rusqlite::Error| {
@@ -97,6 +104,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     }
     if version < 3 {
         tx.execute_batch(SCHEMA_V3).map_err(bad)?;
+    }
+    if version < 4 {
+        tx.execute_batch(SCHEMA_V4).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(bad)?;
@@ -253,6 +263,7 @@ fn create_new(dir: &Path, path: &Path, modes: Modes) -> std::result::Result<(), 
         tx.execute_batch(SCHEMA_V1)?;
         tx.execute_batch(SCHEMA_V2)?;
         tx.execute_batch(SCHEMA_V3)?;
+        tx.execute_batch(SCHEMA_V4)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         tx.commit()?;
         c.pragma_update(None, "journal_mode", "WAL")?;

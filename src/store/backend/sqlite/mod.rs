@@ -25,16 +25,18 @@ pub struct SqliteBackend {
 }
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch";
+     user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
+     so_pending, user_pending";
 
 fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
-    let pin = |at: usize| -> rusqlite::Result<PinRow> {
+    let pin = |at: usize, pending: usize| -> rusqlite::Result<PinRow> {
         Ok(PinRow {
             wrap: r.get(at)?,
             counter: PinCounter {
                 failures: r.get(at + 1)?,
                 attempts: r.get::<_, i64>(at + 2)? as u64,
                 locked: r.get(at + 3)?,
+                pending: PinCounter::parse_pending(&r.get::<_, String>(pending)?),
             },
         })
     };
@@ -42,8 +44,8 @@ fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
         slot_id: r.get::<_, i64>(0)? as CK_SLOT_ID,
         label: r.get(1)?,
         serial: r.get(2)?,
-        so: pin(3)?,
-        user: pin(7)?,
+        so: pin(3, 14)?,
+        user: pin(7, 15)?,
         max_failures: r.get(11)?,
         generation: r.get::<_, i64>(12)? as u64,
         epoch: r.get::<_, i64>(13)? as u64,
@@ -293,8 +295,8 @@ impl Tx for SqliteTx<'_> {
     fn insert_token(&mut self, t: &TokenRow) -> Result<()> {
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -308,7 +310,9 @@ impl Tx for SqliteTx<'_> {
                 t.user.counter.attempts as i64,
                 t.user.counter.locked,
                 t.max_failures,
-                t.epoch as i64
+                t.epoch as i64,
+                t.so.counter.pending_text(),
+                t.user.counter.pending_text()
             ],
         )
         .map(|_| ())
@@ -318,7 +322,7 @@ impl Tx for SqliteTx<'_> {
         self.change(
             "UPDATE tokens SET label = ?2, serial = ?3, so_wrap = ?4, so_failures = ?5, so_attempts = ?6, \
              so_locked = ?7, user_wrap = ?8, user_failures = ?9, user_attempts = ?10, user_locked = ?11, \
-             max_failures = ?12, epoch = ?13 WHERE slot_id = ?1",
+             max_failures = ?12, epoch = ?13, so_pending = ?14, user_pending = ?15 WHERE slot_id = ?1",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -332,7 +336,9 @@ impl Tx for SqliteTx<'_> {
                 t.user.counter.attempts as i64,
                 t.user.counter.locked,
                 t.max_failures,
-                t.epoch as i64
+                t.epoch as i64,
+                t.so.counter.pending_text(),
+                t.user.counter.pending_text()
             ],
         )
         .map(|_| ())

@@ -83,8 +83,9 @@ impl Comb {
         let mut sel = [0u64; 8];
         for (m, e) in self.entries[j * HALF..(j + 1) * HALF].iter().enumerate() {
             let x = idx ^ m as u64;
-            // All ones when x = 0, else 0, without a comparison the compiler could branch on.
-            let mask = ((x | x.wrapping_neg()) >> 63).wrapping_sub(1);
+            // All ones when x = 0, else 0. The barrier keeps LLVM from turning it back into a
+            // compare and conditional move on the secret index (valgrind saw it do so).
+            let mask = barrier(((x | x.wrapping_neg()) >> 63).wrapping_sub(1));
             for i in 0..8 {
                 sel[i] |= e[i] & mask;
             }
@@ -154,6 +155,22 @@ impl Comb {
         k.zeroize();
         acc.x_affine()
     }
+}
+
+/// `v`, opaque to the optimiser.
+#[inline(always)]
+fn barrier(mut v: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: an empty instruction sequence that claims to change `v` in its register: no
+    // memory access, no stack, no flags.
+    unsafe {
+        core::arch::asm!("/* {0} */", inout(reg) v, options(pure, nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        v = core::hint::black_box(v);
+    }
+    v
 }
 
 #[cfg(test)]

@@ -13,6 +13,13 @@
 //!   under a mask), one inversion at the end.
 //! - `check`: the segment-table double-scalar multiplication of `mechanism::ec_check`, on
 //!   this field.
+//!
+//! Measured (AMD EPYC, AVX2/BMI2/ADX, 2 cores, load 5-8 from other builds: absolute figures
+//! are inflated, ratios are from one run), one client through PKCS#11, sign with its check:
+//! 9,198/s (p50 68 µs) against 4,504/s (146 µs) for the p256-crate path and 10,254/s for
+//! SoftHSM 2.6.1 (0.90x, was 0.44x); `ferrohsm-util speed`: verify 18,170/s against 8,343/s.
+//! The portable family alone: 0.84x SoftHSM in the same session. Still open: a dedicated
+//! mulx square, window 7 (37 windows of 64 entries), a cheaper scalar inversion.
 
 pub mod check;
 pub mod comb;

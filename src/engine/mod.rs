@@ -1,9 +1,11 @@
 //! The RSA engine: turns key components into a `PreparedKey` once, performs the private-key
 //! operation on it, and never releases a result that fails the public-key check.
-//! Knows RSA arithmetic only; nothing here knows PKCS#11. Which kernel family computes an
-//! operation is decided in `kernel/` (the seam, the registry and the selection); this file,
+//! Knows RSA arithmetic (and, in `ec/`, elliptic-curve arithmetic); nothing here knows
+//! PKCS#11. Which kernel family computes an RSA operation is decided in `kernel/` (the seam,
+//! the registry and the selection); this file,
 //! the scheduler, the statistics and the self-test work through the seam only.
 
+pub mod ec;
 pub mod kernel;
 mod keygen;
 pub mod portable;
@@ -288,6 +290,8 @@ pub fn configure(kernel: Option<&str>, force_portable: bool) -> Result<(), Strin
     };
     let forced = kernel::resolve(&requested, |f| f.available()).map_err(|e| format!("{source}: {e}"))?;
     kernel::force(forced);
+    // The same choice for P-256's field families (`portable`, `mulx`; others: the CPU's best).
+    ec::p256::force(&requested);
     if let Some(set) = forced {
         let names: Vec<_> = (0..kernel::REGISTRY.len())
             .filter(|i| set >> i & 1 == 1)

@@ -24,7 +24,12 @@
 //! measured no faster within noise. The result agrees with `ecdsa`'s `verify_prehash` (tests
 //! below: random keys, hashes, changed signatures, high s, the x >= n branch), which stays the
 //! reference.
+//!
+//! P-256 runs the same scheme on the engine's dedicated field (`engine::ec::p256::check`,
+//! through `CheckCurve::Table`); the tests below cover both paths alike.
 
+use crate::engine::ec::p256 as p256_engine;
+use crate::engine::ec::wnaf::wnaf;
 use ecdsa::{EcdsaCurve, Signature};
 use elliptic_curve::{
     ff::{Field, PrimeField},
@@ -44,26 +49,62 @@ const W_Q: usize = 5;
 /// wNAF width of the generator's static table.
 const W_G: usize = 8;
 
-/// A curve this module verifies on; every NIST curve here has a = -3.
+/// A curve this module verifies on: the per-key table it keeps and the check over it.
 pub trait CheckCurve: PrimeCurveParams + EcdsaCurve {
+    /// The per-key table of the public point.
+    type Table: Send + Sync + 'static;
+    /// The table of a public point (not the identity: `VerifyingKey` guarantees it).
+    fn table(q: &AffinePoint<Self>) -> Self::Table;
+    /// The check of `verify`, after its curve-independent part.
+    fn verify_table(q: &Self::Table, z: &[u8], sig: &Signature<Self>) -> bool;
+}
+
+/// The curves checked by the generic code below (every NIST curve here has a = -3).
+pub trait GenericCurve: CheckCurve {
     /// The generator's table, made on first use.
     fn g_table() -> &'static KeyTable<Self>;
 }
 
 macro_rules! check_curve {
     ($c:ty) => {
-        impl CheckCurve for $c {
+        impl GenericCurve for $c {
             fn g_table() -> &'static KeyTable<Self> {
                 static T: LazyLock<KeyTable<$c>> =
                     LazyLock::new(|| KeyTable::with_width(ProjectivePoint::GENERATOR, W_G));
                 &T
             }
         }
+        impl CheckCurve for $c {
+            type Table = KeyTable<$c>;
+            fn table(q: &AffinePoint<Self>) -> KeyTable<$c> {
+                KeyTable::new(q)
+            }
+            fn verify_table(q: &KeyTable<$c>, z: &[u8], sig: &Signature<Self>) -> bool {
+                verify_generic(q, z, sig)
+            }
+        }
     };
 }
-check_curve!(p256::NistP256);
 check_curve!(p384::NistP384);
 check_curve!(p521::NistP521);
+
+/// P-256: the engine's dedicated arithmetic (`engine::ec::p256::check`).
+impl CheckCurve for p256::NistP256 {
+    type Table = p256_engine::KeyTable;
+    fn table(q: &AffinePoint<Self>) -> p256_engine::KeyTable {
+        p256_engine::KeyTable::new(q)
+    }
+    fn verify_table(q: &p256_engine::KeyTable, z: &[u8], sig: &Signature<Self>) -> bool {
+        // bits2int's output is at most the scalar's length; a shorter value is left-padded.
+        let mut zb = [0u8; 32];
+        let Some(pad) = 32usize.checked_sub(z.len()) else {
+            return false;
+        };
+        zb[pad..].copy_from_slice(z);
+        let (r, s) = sig.split_scalars();
+        p256_engine::verify(q, &zb, &r.to_repr().into(), &s.to_repr().into())
+    }
+}
 
 /// Odd multiples 1·P, 3·P, … (2^(w-1) - 1)·P of P_i = 2^(L·i)·P for each segment i, affine.
 pub struct KeyTable<C: PrimeCurveParams> {
@@ -76,7 +117,7 @@ pub struct KeyTable<C: PrimeCurveParams> {
     pts: Vec<(C::FieldElement, C::FieldElement)>,
 }
 
-impl<C: CheckCurve> KeyTable<C> {
+impl<C: GenericCurve> KeyTable<C> {
     /// The table of a public point (not the identity: `VerifyingKey` guarantees it).
     pub fn new(q: &AffinePoint<C>) -> Self {
         Self::with_width(ProjectivePoint::from(*q), W_Q)
@@ -114,7 +155,7 @@ impl<C: CheckCurve> KeyTable<C> {
 
 /// A key's table, made on its first verification and shared by the clones of the key (the
 /// private key and the public key made from it): ECDH peers never pay for one.
-pub struct LazyTable<C: PrimeCurveParams>(OnceLock<Arc<KeyTable<C>>>);
+pub struct LazyTable<C: CheckCurve>(OnceLock<Arc<C::Table>>);
 
 impl<C: CheckCurve> LazyTable<C> {
     pub fn new() -> Self {
@@ -122,8 +163,8 @@ impl<C: CheckCurve> LazyTable<C> {
     }
 
     /// The table of `q`, which must be the point of the key this table belongs to.
-    pub fn get(&self, q: &AffinePoint<C>) -> &KeyTable<C> {
-        self.0.get_or_init(|| Arc::new(KeyTable::new(q)))
+    pub fn get(&self, q: &AffinePoint<C>) -> &C::Table {
+        self.0.get_or_init(|| Arc::new(C::table(q)))
     }
 }
 
@@ -133,7 +174,7 @@ impl<C: CheckCurve> Default for LazyTable<C> {
     }
 }
 
-impl<C: PrimeCurveParams> Clone for LazyTable<C> {
+impl<C: CheckCurve> Clone for LazyTable<C> {
     fn clone(&self) -> Self {
         LazyTable(self.0.clone())
     }
@@ -141,40 +182,6 @@ impl<C: PrimeCurveParams> Clone for LazyTable<C> {
 
 fn segment_len<C: PrimeCurveParams>() -> usize {
     (Scalar::<C>::NUM_BITS as usize + 1).div_ceil(SEG)
-}
-
-/// Width-w NAF of the big-endian scalar `be` into `out` (least significant digit first);
-/// digits are odd, |d| < 2^(w-1), and nonzero digits are at least w positions apart.
-fn wnaf(be: &[u8], w: usize, out: &mut [i8]) {
-    let mut limbs = vec![0u64; be.len().div_ceil(8) + 1];
-    for (i, b) in be.iter().rev().enumerate() {
-        limbs[i / 8] |= u64::from(*b) << (8 * (i % 8));
-    }
-    let width = 1u64 << w;
-    let mask = width - 1;
-    let mut pos = 0;
-    let mut carry = 0u64;
-    while pos < out.len() {
-        let (idx, bit) = (pos / 64, pos % 64);
-        let buf = if bit + w <= 64 || idx + 1 >= limbs.len() {
-            limbs.get(idx).copied().unwrap_or(0) >> bit
-        } else {
-            (limbs[idx] >> bit) | (limbs[idx + 1] << (64 - bit))
-        };
-        let window = carry + (buf & mask);
-        if window & 1 == 0 {
-            pos += 1;
-            continue;
-        }
-        if window < width / 2 {
-            carry = 0;
-            out[pos] = window as i8;
-        } else {
-            carry = 1;
-            out[pos] = (window as i64 - width as i64) as i8;
-        }
-        pos += w;
-    }
 }
 
 /// A point in Jacobian coordinates (x = X/Z², y = Y/Z³); Z = 0 is the identity.
@@ -251,11 +258,16 @@ impl<F: Field> Jac<F> {
 /// Whether (r, s) is a valid ECDSA signature over `z` (the hash after bits2int: big-endian,
 /// the scalar's length) for the public point whose table is `q`. Variable time: every input
 /// is public.
-pub fn verify<C: CheckCurve>(q: &KeyTable<C>, z: &[u8], sig: &Signature<C>) -> bool {
-    let (r, s) = sig.split_scalars();
-    if C::NORMALIZE_S && bool::from(s.is_high()) {
+pub fn verify<C: CheckCurve>(q: &C::Table, z: &[u8], sig: &Signature<C>) -> bool {
+    if C::NORMALIZE_S && bool::from(sig.split_scalars().1.is_high()) {
         return false;
     }
+    C::verify_table(q, z, sig)
+}
+
+/// `verify` over the crates' field types.
+fn verify_generic<C: GenericCurve>(q: &KeyTable<C>, z: &[u8], sig: &Signature<C>) -> bool {
+    let (r, s) = sig.split_scalars();
     let mut zb = FieldBytes::<C>::default();
     // bits2int's output is at most the scalar's length; a shorter value is left-padded.
     let Some(pad) = zb.len().checked_sub(z.len()) else {
@@ -291,7 +303,7 @@ pub fn verify<C: CheckCurve>(q: &KeyTable<C>, z: &[u8], sig: &Signature<C>) -> b
 }
 
 /// u1·G + u2·Q by interleaved wNAF over the segment tables.
-fn lincomb<C: CheckCurve>(
+fn lincomb<C: GenericCurve>(
     g: &KeyTable<C>,
     u1: &Scalar<C>,
     q: &KeyTable<C>,
@@ -367,11 +379,11 @@ mod tests {
                     }
                 };
                 let other = key();
-                let other_table = KeyTable::<$curve>::new(other.verifying_key().as_affine());
+                let other_table = <$curve as CheckCurve>::table(other.verifying_key().as_affine());
                 for _ in 0..12 {
                     let k = key();
                     let vk = *k.verifying_key();
-                    let table = KeyTable::<$curve>::new(vk.as_affine());
+                    let table = <$curve as CheckCurve>::table(vk.as_affine());
                     for round in 0..12 {
                         // bits2int output: the scalar's length (shorter ones are left-padded).
                         let z = random(if round == 0 { len - 3 } else { len });
@@ -384,16 +396,18 @@ mod tests {
                         let sig: Sig = k
                             .sign_prehash_with_rng(&mut getrandom::SysRng, &zfull)
                             .unwrap();
-                        let reference =
-                            |t: &KeyTable<$curve>, vk: &$c::ecdsa::VerifyingKey, z: &[u8], s: &[u8]| {
-                                let Ok(s) = Sig::from_slice(s) else {
-                                    return None;
-                                };
-                                let fast = verify(t, z, &s);
-                                let slow = vk.verify_prehash(z, &s).is_ok();
-                                assert_eq!(fast, slow, "fast and reference disagree");
-                                Some(fast)
+                        let reference = |t: &<$curve as CheckCurve>::Table,
+                                         vk: &$c::ecdsa::VerifyingKey,
+                                         z: &[u8],
+                                         s: &[u8]| {
+                            let Ok(s) = Sig::from_slice(s) else {
+                                return None;
                             };
+                            let fast = verify::<$curve>(t, z, &s);
+                            let slow = vk.verify_prehash(z, &s).is_ok();
+                            assert_eq!(fast, slow, "fast and reference disagree");
+                            Some(fast)
+                        };
                         let bytes = sig.to_bytes();
                         assert_eq!(reference(&table, &vk, z, &bytes), Some(true));
                         assert_eq!(reference(&table, &vk, &zfull, &bytes), Some(true));
@@ -449,7 +463,7 @@ mod tests {
                     x += Fe::ONE;
                 };
                 let vk = $c::ecdsa::VerifyingKey::from_affine(point).unwrap();
-                let table = KeyTable::<$curve>::new(&point);
+                let table = <$curve as CheckCurve>::table(&point);
                 // r = x - n, below n as an integer.
                 let r_fe = x - n;
                 let r = Option::<Scalar<$curve>>::from(Scalar::<$curve>::from_repr(r_fe.to_repr())).unwrap();
@@ -459,9 +473,9 @@ mod tests {
                 let mut z1 = z0.clone();
                 z1[len - 1] = 1;
                 assert!(vk.verify_prehash(&z0, &sig).is_ok());
-                assert!(verify(&table, &z0, &sig));
+                assert!(verify::<$curve>(&table, &z0, &sig));
                 assert!(vk.verify_prehash(&z1, &sig).is_err());
-                assert!(!verify(&table, &z1, &sig));
+                assert!(!verify::<$curve>(&table, &z1, &sig));
             }
         };
     }
@@ -485,7 +499,7 @@ mod tests {
                 for (neg, z_times) in [(false, 1u64), (true, 2u64)] {
                     let q = if neg { -g } else { g };
                     let vk = $c::ecdsa::VerifyingKey::from_affine(q).unwrap();
-                    let table = KeyTable::<$curve>::new(&q);
+                    let table = <$curve as CheckCurve>::table(&q);
                     for _ in 0..24 {
                         let mut kb = random(len);
                         if len == 66 {
@@ -505,7 +519,7 @@ mod tests {
                         for (sv, want) in [(s, true), (s + S::ONE, false)] {
                             let sig = $c::ecdsa::Signature::from_scalars(r, sv).unwrap();
                             assert_eq!(vk.verify_prehash(&zb, &sig).is_ok(), want);
-                            assert_eq!(verify(&table, &zb, &sig), want);
+                            assert_eq!(verify::<$curve>(&table, &zb, &sig), want);
                         }
                     }
                 }
@@ -516,25 +530,4 @@ mod tests {
     equal_and_opposite_points!(p256_equal_and_opposite_points, p256, p256::NistP256);
     equal_and_opposite_points!(p384_equal_and_opposite_points, p384, p384::NistP384);
     equal_and_opposite_points!(p521_equal_and_opposite_points, p521, p521::NistP521);
-
-    #[test]
-    fn wnaf_digits_rebuild_the_scalar() {
-        for w in [5, 8] {
-            for _ in 0..200 {
-                let be = random(16);
-                let mut out = [0i8; 16 * 8 + 1];
-                wnaf(&be, w, &mut out);
-                let mut acc: i128 = 0;
-                for (i, d) in out.iter().enumerate().rev() {
-                    if *d != 0 {
-                        assert!(d % 2 != 0 && (d.unsigned_abs() as u32) < (1 << (w - 1)));
-                    }
-                    acc = acc.wrapping_mul(2).wrapping_add(i128::from(*d));
-                    let _ = i;
-                }
-                let want = u128::from_be_bytes(be.try_into().unwrap());
-                assert_eq!(acc as u128, want);
-            }
-        }
-    }
 }

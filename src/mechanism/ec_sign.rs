@@ -1,6 +1,8 @@
 //! ECDSA signing on P-256, P-384 and P-521: the hedged RFC 6979 nonce exactly as the `ecdsa`
 //! crate makes it (`sign_prehashed_rfc6979`, same inputs, same signature: tested), with k·G by
-//! a constant-time fixed-base comb of our own. Owns the comb table and its scalar recoding.
+//! a constant-time fixed-base comb of our own. Owns the comb table and its scalar recoding for
+//! P-384 and P-521; P-256's k·G and s = k⁻¹·(z + r·d) run on the engine's dedicated arithmetic
+//! (`engine::ec::p256`, through `SignCurve`), the nonce and the encodings stay here.
 //!
 //! Why: signing spent most of its time in `mul_by_generator`, p256's basepoint table (it is
 //! on: `precomputed-tables`): 65 (P-256) or 97 (P-384) complete projective additions of
@@ -21,6 +23,7 @@
 //! the running sum (field elements without Zeroize), and rfc6979's generator state (which
 //! cannot give back a k already used).
 
+use crate::engine::ec::p256 as p256_engine;
 use ecdsa::{DigestAlgorithm, EcdsaCurve, Signature};
 use elliptic_curve::{
     ff::{Field, PrimeField},
@@ -39,23 +42,59 @@ const W: usize = 6;
 
 /// A curve this module signs on (all three have a = -3, which `add_mixed` assumes).
 pub trait SignCurve: PrimeCurveParams + EcdsaCurve + DigestAlgorithm {
-    /// The generator's comb table, made on first use.
-    fn comb() -> &'static Comb<Self>;
+    /// x(k·G) for a nonzero k, in constant time, as big-endian bytes.
+    fn mul_x(k: &NonZeroScalar<Self>) -> FieldBytes<Self>;
+
+    /// (r, s) for nonce k, private key d and z (bits2int of the hash, reduced), constant time
+    /// in k and d; either may be zero (the caller then draws another k).
+    fn r_s(
+        d: &NonZeroScalar<Self>,
+        zs: &Scalar<Self>,
+        k: &NonZeroScalar<Self>,
+    ) -> (Scalar<Self>, Scalar<Self>) {
+        let k_inv = Zeroizing::new(*k.invert());
+        let r = <Scalar<Self> as Reduce<FieldBytes<Self>>>::reduce(&Self::mul_x(k));
+        let s = *k_inv * (*zs + r * d.as_ref());
+        (r, s)
+    }
 }
 
+/// P-384 and P-521: the comb below over the crates' field types.
 macro_rules! sign_curve {
     ($c:ty) => {
         impl SignCurve for $c {
-            fn comb() -> &'static Comb<Self> {
+            fn mul_x(k: &NonZeroScalar<Self>) -> FieldBytes<Self> {
                 static T: LazyLock<Comb<$c>> = LazyLock::new(Comb::new);
-                &T
+                T.mul_x(k)
             }
         }
     };
 }
-sign_curve!(p256::NistP256);
 sign_curve!(p384::NistP384);
 sign_curve!(p521::NistP521);
+
+/// P-256: the engine's dedicated arithmetic (`engine::ec::p256`) for k·G and s.
+impl SignCurve for p256::NistP256 {
+    fn mul_x(k: &NonZeroScalar<Self>) -> FieldBytes<Self> {
+        let kb = Zeroizing::new(<[u8; 32]>::from(k.to_repr()));
+        p256_engine::mul_g_x(&kb).into()
+    }
+
+    fn r_s(
+        d: &NonZeroScalar<Self>,
+        zs: &Scalar<Self>,
+        k: &NonZeroScalar<Self>,
+    ) -> (Scalar<Self>, Scalar<Self>) {
+        let db = Zeroizing::new(<[u8; 32]>::from(d.to_repr()));
+        let kb = Zeroizing::new(<[u8; 32]>::from(k.to_repr()));
+        let scalar = |b: [u8; 32]| Option::<Scalar<Self>>::from(Scalar::<Self>::from_repr(b.into()));
+        // d and k are in [1, n - 1] (NonZeroScalar) and r, s below n: every conversion succeeds;
+        // a zero r or s comes back as zero, as from the generic path.
+        p256_engine::sign(&db, &zs.to_repr().into(), &kb)
+            .and_then(|(r, s)| Some((scalar(r)?, scalar(s)?)))
+            .unwrap_or((Scalar::<Self>::ZERO, Scalar::<Self>::ZERO))
+    }
+}
 
 /// Odd multiples (2m + 1)·2^(W·j)·G, m < 2^(W-1), of window j, affine, as x || y bytes.
 pub struct Comb<C: PrimeCurveParams> {
@@ -223,9 +262,7 @@ pub fn sign<C: SignCurve>(d: &NonZeroScalar<C>, z: &[u8], hash: &[u8], ad: &[u8]
             continue;
         };
         let k = Zeroizing::new(k);
-        let k_inv = Zeroizing::new(*k.invert());
-        let r = <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&C::comb().mul_x(&k));
-        let s = *k_inv * (zs + r * d.as_ref());
+        let (r, s) = C::r_s(d, &zs, &k);
         if let Ok(mut sig) = Signature::<C>::from_scalars(r, s) {
             if C::NORMALIZE_S {
                 sig = sig.normalize_s();
@@ -267,7 +304,6 @@ mod tests {
                         break s;
                     }
                 };
-                let comb = <$curve as SignCurve>::comb();
                 let mut edges: Vec<S> = vec![
                     S::ONE,
                     S::from(2u64),
@@ -288,7 +324,7 @@ mod tests {
                     let want = ProjectivePoint::<$curve>::mul_by_generator(&k)
                         .to_affine()
                         .x();
-                    assert_eq!(comb.mul_x(&nz), want);
+                    assert_eq!(<$curve as SignCurve>::mul_x(&nz), want);
                 }
                 for round in 0..40 {
                     let d = scalar();

@@ -1,0 +1,134 @@
+//! The P-256 signature check on the dedicated field: u1·G + u2·Q in variable time (every input
+//! is public), over a static table of G and a per-key table of Q, the same scheme as the
+//! generic `mechanism::ec_check` (which stays for P-384 and P-521):
+//! - each scalar is split into `SEG` segments with tables of odd multiples of 2^(L·i)·P, so a
+//!   check needs L = 33 doublings;
+//! - wNAF digits (width `W_G` = 8 for G, `W_Q` = 5 for Q), affine entries, mixed additions;
+//! - the exceptional cases (identity, equal points) by branches;
+//! - x(R) mod n = r compared projectively (X = r·Z², or (r + n)·Z² when r + n < p).
+
+use super::field::{limbs_from_be, limbs_to_be, lt, Arith, Fe, Portable, P};
+use super::point::{Affine, Jac};
+use super::scalar::{Scalar, N};
+use crate::engine::ec::wnaf::wnaf;
+use elliptic_curve::group::{Curve as _, Group as _};
+use elliptic_curve::point::AffineCoordinates;
+use p256::{AffinePoint, ProjectivePoint};
+use std::sync::LazyLock;
+
+/// Segments per scalar.
+const SEG: usize = 8;
+/// Doublings per check: bits per segment (257 bits: wNAF may carry one past the top).
+const L: usize = 257usize.div_ceil(SEG);
+/// wNAF width of the per-key tables (8 entries per segment: 64 points, 4 KiB).
+const W_Q: usize = 5;
+/// wNAF width of the generator's table (64 per segment: 512 points, 32 KiB).
+const W_G: usize = 8;
+
+/// Odd multiples 1·P, 3·P, … (2^(w-1) - 1)·P of P_i = 2^(L·i)·P for each segment i, affine.
+pub struct KeyTable {
+    /// 2^(w - 2): entries per segment.
+    half: usize,
+    /// wNAF width.
+    w: usize,
+    /// x and y limbs in Montgomery form (the same in every family).
+    pts: Vec<[[u64; 4]; 2]>,
+}
+
+static G_TABLE: LazyLock<KeyTable> = LazyLock::new(|| KeyTable::with_width(ProjectivePoint::GENERATOR, W_G));
+
+impl KeyTable {
+    /// The table of a public point (not the identity).
+    pub fn new(q: &AffinePoint) -> KeyTable {
+        KeyTable::with_width(ProjectivePoint::from(*q), W_Q)
+    }
+
+    fn with_width(p: ProjectivePoint, w: usize) -> KeyTable {
+        // Built with the p256 crate's arithmetic (once per key): batch normalisation is there.
+        let half = 1usize << (w - 2);
+        let mut proj = Vec::with_capacity(SEG * half);
+        let mut base = p;
+        for i in 0..SEG {
+            let two = base.double();
+            let mut m = base;
+            for _ in 0..half {
+                proj.push(m);
+                m += two;
+            }
+            if i + 1 < SEG {
+                for _ in 0..L {
+                    base = base.double();
+                }
+            }
+        }
+        let mut aff = vec![AffinePoint::IDENTITY; proj.len()];
+        ProjectivePoint::batch_normalize(&proj, &mut aff);
+        let fe = |b: p256::FieldBytes| {
+            Fe::<Portable>::from_be(&b.into())
+                .expect("affine coordinates are field elements")
+                .0
+        };
+        let pts = aff.iter().map(|a| [fe(a.x()), fe(a.y())]).collect();
+        KeyTable { half, w, pts }
+    }
+}
+
+/// Whether (r, s) is a valid ECDSA signature over `z` (bits2int of the hash, left-padded to 32
+/// bytes) for the public point whose table is `q`. Variable time. Computed by family `A`.
+pub fn verify<A: Arith>(q: &KeyTable, z: &[u8; 32], r: &[u8; 32], s: &[u8; 32]) -> bool {
+    let (Some(rs), Some(ss)) = (Scalar::from_be(r), Scalar::from_be(s)) else {
+        return false;
+    };
+    if rs.is_zero_vartime() || ss.is_zero_vartime() {
+        return false;
+    }
+    let s_inv = ss.invert();
+    let u1 = Scalar::reduce_be(z).mul(&s_inv);
+    let u2 = rs.mul(&s_inv);
+    let sum = lincomb::<A>(&G_TABLE, &u1.to_be(), q, &u2.to_be());
+    if sum.is_identity_vartime() {
+        return false;
+    }
+    let zz = sum.z.sqr();
+    // r < n < p: a field element as it is.
+    let r_fe = Fe::<A>::from_be(r).expect("r < n < p");
+    if r_fe.mul(&zz) == sum.x {
+        return true;
+    }
+    // x(R) in [n, p): x(R) = r + n, possible only when r + n < p.
+    let rl = limbs_from_be(r);
+    let mut rn = [0u64; 4];
+    let mut c = 0u128;
+    for i in 0..4 {
+        c += rl[i] as u128 + N[i] as u128;
+        rn[i] = c as u64;
+        c >>= 64;
+    }
+    if c != 0 || lt(&rn, &P) == 0 {
+        return false;
+    }
+    Fe::<A>::from_be(&limbs_to_be(&rn)).is_some_and(|x| x.mul(&zz) == sum.x)
+}
+
+/// u1·G + u2·Q by interleaved wNAF over the segment tables.
+fn lincomb<A: Arith>(g: &KeyTable, u1: &[u8; 32], q: &KeyTable, u2: &[u8; 32]) -> Jac<A> {
+    let mut dg = [0i8; SEG * L];
+    let mut dq = [0i8; SEG * L];
+    wnaf(u1, g.w, &mut dg);
+    wnaf(u2, q.w, &mut dq);
+    let mut acc = Jac::IDENTITY;
+    for t in (0..L).rev() {
+        acc = acc.double_vartime();
+        for i in 0..SEG {
+            for (tab, d) in [(g, dg[i * L + t]), (q, dq[i * L + t])] {
+                if d != 0 {
+                    let [x, y] = tab.pts[i * tab.half + (d.unsigned_abs() as usize >> 1)];
+                    let (x, y) = (Fe::from_limbs(x), Fe::from_limbs(y));
+                    let y = if d > 0 { y } else { y.neg() };
+                    acc = acc.add_affine_vartime(&Affine { x, y });
+                }
+            }
+        }
+    }
+    acc
+}

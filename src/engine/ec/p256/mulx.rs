@@ -1,0 +1,169 @@
+//! The mulx family's field multiplication on x86-64 (BMI2 `mulx`, ADX `adcx`/`adox`): four
+//! rows, each a·b_i added with two carry chains at once (CF for the low halves, OF for the high
+//! halves, as OpenSSL's ecp_nistz256 mulx path does) then one reduction step by p's form: with
+//! q the low limb, q·(p0 + p1·2^64) = q·2^96 - q, so the step adds q << 32 and q >> 32 (two
+//! shifts) and one product q·p3; the accumulator's five limbs rotate through five registers.
+//! Squaring is the same routine with a = b. The family is chosen at run time (`mod.rs`): only
+//! a CPU with BMI2 and ADX reaches this code.
+
+use super::field::{sub_mod_once, Arith, P};
+use std::arch::asm;
+
+/// BMI2 + ADX Montgomery arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Mulx;
+
+/// Whether this CPU runs the family (std caches the answer).
+pub fn available() -> bool {
+    std::is_x86_feature_detected!("bmi2") && std::is_x86_feature_detected!("adx")
+}
+
+impl Arith for Mulx {
+    const NAME: &'static str = "mulx";
+
+    #[inline(always)]
+    fn mul(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+        let (r0, r1, r2, r3, r4): (u64, u64, u64, u64, u64);
+        // SAFETY: reads 4 limbs from each of a and b (valid references) and writes only the
+        // named registers; mulx/adcx/adox exist on this CPU: the family is only selected
+        // (`mod.rs`) where `available()` says so, and the constant-time test runs it under
+        // valgrind, which executes them.
+        unsafe {
+            asm!(
+            "mov rdx, [{b}]",
+            "mulx {t1}, {t0}, [{a}]",
+            "mulx {t2}, {l}, [{a} + 8]",
+            "add {t1}, {l}",
+            "mulx {t3}, {l}, [{a} + 16]",
+            "adc {t2}, {l}",
+            "mulx {t4}, {l}, [{a} + 24]",
+            "adc {t3}, {l}",
+            "adc {t4}, 0",
+            "mov rdx, {t0}",
+            "mulx {h}, {l}, {p3}",
+            "mov {t}, rdx",
+            "shl {t}, 32",
+            "shr rdx, 32",
+            "xor {t0:e}, {t0:e}",
+            "add {t1}, {t}",
+            "adc {t2}, rdx",
+            "adc {t3}, {l}",
+            "adc {t4}, {h}",
+            "adc {t0}, 0",
+            "mov rdx, [{b} + 8]",
+            "xor {h:e}, {h:e}",
+            "mulx {h}, {l}, [{a} + 0]",
+            "adcx {t1}, {l}",
+            "adox {t2}, {h}",
+            "mulx {h}, {l}, [{a} + 8]",
+            "adcx {t2}, {l}",
+            "adox {t3}, {h}",
+            "mulx {h}, {l}, [{a} + 16]",
+            "adcx {t3}, {l}",
+            "adox {t4}, {h}",
+            "mulx {h}, {l}, [{a} + 24]",
+            "adcx {t4}, {l}",
+            "adox {t0}, {h}",
+            "adc {t0}, 0",
+            "mov rdx, {t1}",
+            "mulx {h}, {l}, {p3}",
+            "mov {t}, rdx",
+            "shl {t}, 32",
+            "shr rdx, 32",
+            "xor {t1:e}, {t1:e}",
+            "add {t2}, {t}",
+            "adc {t3}, rdx",
+            "adc {t4}, {l}",
+            "adc {t0}, {h}",
+            "adc {t1}, 0",
+            "mov rdx, [{b} + 16]",
+            "xor {h:e}, {h:e}",
+            "mulx {h}, {l}, [{a} + 0]",
+            "adcx {t2}, {l}",
+            "adox {t3}, {h}",
+            "mulx {h}, {l}, [{a} + 8]",
+            "adcx {t3}, {l}",
+            "adox {t4}, {h}",
+            "mulx {h}, {l}, [{a} + 16]",
+            "adcx {t4}, {l}",
+            "adox {t0}, {h}",
+            "mulx {h}, {l}, [{a} + 24]",
+            "adcx {t0}, {l}",
+            "adox {t1}, {h}",
+            "adc {t1}, 0",
+            "mov rdx, {t2}",
+            "mulx {h}, {l}, {p3}",
+            "mov {t}, rdx",
+            "shl {t}, 32",
+            "shr rdx, 32",
+            "xor {t2:e}, {t2:e}",
+            "add {t3}, {t}",
+            "adc {t4}, rdx",
+            "adc {t0}, {l}",
+            "adc {t1}, {h}",
+            "adc {t2}, 0",
+            "mov rdx, [{b} + 24]",
+            "xor {h:e}, {h:e}",
+            "mulx {h}, {l}, [{a} + 0]",
+            "adcx {t3}, {l}",
+            "adox {t4}, {h}",
+            "mulx {h}, {l}, [{a} + 8]",
+            "adcx {t4}, {l}",
+            "adox {t0}, {h}",
+            "mulx {h}, {l}, [{a} + 16]",
+            "adcx {t0}, {l}",
+            "adox {t1}, {h}",
+            "mulx {h}, {l}, [{a} + 24]",
+            "adcx {t1}, {l}",
+            "adox {t2}, {h}",
+            "adc {t2}, 0",
+            "mov rdx, {t3}",
+            "mulx {h}, {l}, {p3}",
+            "mov {t}, rdx",
+            "shl {t}, 32",
+            "shr rdx, 32",
+            "xor {t3:e}, {t3:e}",
+            "add {t4}, {t}",
+            "adc {t0}, rdx",
+            "adc {t1}, {l}",
+            "adc {t2}, {h}",
+            "adc {t3}, 0",
+                a = in(reg) a.as_ptr(),
+                b = in(reg) b.as_ptr(),
+                p3 = in(reg) P[3],
+                t0 = out(reg) r1,
+                t1 = out(reg) r2,
+                t2 = out(reg) r3,
+                t3 = out(reg) r4,
+                t4 = out(reg) r0,
+                h = out(reg) _,
+                l = out(reg) _,
+                t = out(reg) _,
+                out("rdx") _,
+                options(pure, readonly, nostack),
+            );
+        }
+        // The result is r4·2^256 + (r0..r3), below 2p.
+        sub_mod_once([r0, r1, r2, r3], r4, &P)
+    }
+
+    #[inline(always)]
+    fn sqr(a: &[u64; 4]) -> [u64; 4] {
+        Self::mul(a, a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mulx_agrees_with_p256_crate() {
+        if !available() {
+            return;
+        }
+        super::super::field::tests::agrees_with_p256_crate::<Mulx>();
+        super::super::point::tests::agrees_with_p256_crate::<Mulx>();
+        super::super::comb::tests::agrees_with_mul_by_generator::<Mulx>();
+    }
+}

@@ -106,6 +106,116 @@ fn gcm_reference(key: &[u8], iv: &[u8], aad: &[u8], msg: &[u8]) -> Vec<u8> {
     .unwrap()
 }
 
+/// AES-GCM with a `T`-byte tag, from RustCrypto's `aes-gcm` instantiated for that size.
+fn gcm_reference_tag<T: aes_gcm::TagSize>(key: &[u8], iv: &[u8], aad: &[u8], msg: &[u8]) -> Vec<u8> {
+    use aes_gcm::aead::consts::U12;
+    use aes_gcm::aead::{Aead, KeyInit, Payload};
+    let p = Payload { msg, aad };
+    let nonce = iv.try_into().unwrap();
+    match key.len() {
+        16 => aes_gcm::AesGcm::<aes::Aes128, U12, T>::new_from_slice(key)
+            .unwrap()
+            .encrypt(nonce, p),
+        24 => aes_gcm::AesGcm::<aes::Aes192, U12, T>::new_from_slice(key)
+            .unwrap()
+            .encrypt(nonce, p),
+        _ => aes_gcm::AesGcm::<aes::Aes256, U12, T>::new_from_slice(key)
+            .unwrap()
+            .encrypt(nonce, p),
+    }
+    .unwrap()
+}
+
+/// Each tag length SP 800-38D allows for general use encrypts and decrypts, single and
+/// multi-part, and gives `aes-gcm`'s answer for that tag size, which is also the full 128-bit
+/// tag cut to its leading bytes (the standard's definition of a shorter tag); a changed tag byte
+/// fails. Every other length is refused with CKR_MECHANISM_PARAM_INVALID and a log line naming
+/// the allowed ones.
+#[test]
+fn gcm_takes_the_tag_lengths_sp800_38d_allows_and_refuses_the_others() {
+    use aes_gcm::aead::consts::{U12, U13, U14, U15, U16};
+    let env = TestEnv::new();
+    let log = env.dir.path().join("ferrohsm.log");
+    std::fs::write(
+        env.conf(),
+        format!(
+            "[store]\npath = \"store\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n[log]\nlevel = \"info\"\ntarget = \"{}\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::env::remove_var("FERROHSM_LOG");
+    let p = load();
+    let slot = new_token(&p, "gcm-tags");
+    let s = user_session(&p, slot);
+    let msg: Vec<u8> = (0..70u32).map(|i| (i * 13 + 3) as u8).collect();
+    let aad = b"tag lengths";
+    for key_len in [16usize, 32] {
+        let value: Vec<u8> = (0..key_len).map(|i| (i * 7 + 1) as u8).collect();
+        let key = aes_key(&s, &value, true);
+        let iv = [0x3cu8; 12];
+        let full = gcm_reference(&value, &iv, aad, &msg);
+        for bits in [96usize, 104, 112, 120, 128] {
+            let want = match bits {
+                96 => gcm_reference_tag::<U12>(&value, &iv, aad, &msg),
+                104 => gcm_reference_tag::<U13>(&value, &iv, aad, &msg),
+                112 => gcm_reference_tag::<U14>(&value, &iv, aad, &msg),
+                120 => gcm_reference_tag::<U15>(&value, &iv, aad, &msg),
+                _ => gcm_reference_tag::<U16>(&value, &iv, aad, &msg),
+            };
+            assert_eq!(want.len(), msg.len() + bits / 8);
+            assert_eq!(
+                want[..],
+                full[..want.len()],
+                "{bits}-bit tag: a prefix of the full one"
+            );
+            let mut giv = iv;
+            let gcm = Mechanism::AesGcm(GcmParams::new(&mut giv, aad, (bits as u64).into()).unwrap());
+            let what = format!("AES-{}-GCM, {bits}-bit tag", key_len * 8);
+            assert_eq!(s.encrypt(&gcm, key, &msg).unwrap(), want, "{what}");
+            assert_eq!(encrypt_parts(&s, &gcm, key, &msg, &[5, 31]), want, "{what}");
+            assert_eq!(s.decrypt(&gcm, key, &want).unwrap(), msg, "{what}");
+            assert_eq!(decrypt_parts(&s, &gcm, key, &want, &[20, 1]), msg, "{what}");
+            // The last byte of the tag, and the ciphertext cut to leave a 128-bit tag's room.
+            let mut bad = want.clone();
+            *bad.last_mut().unwrap() ^= 0x80;
+            assert_eq!(
+                rv(s.decrypt(&gcm, key, &bad).unwrap_err()),
+                RvError::EncryptedDataInvalid,
+                "{what}"
+            );
+            if bits < 128 {
+                assert_eq!(
+                    rv(s.decrypt(&gcm, key, &full).unwrap_err()),
+                    RvError::EncryptedDataInvalid,
+                    "{what}"
+                );
+            }
+        }
+        for bits in [0u64, 8, 32, 64, 88, 95, 97, 127, 136, 256] {
+            let mut giv = iv;
+            let gcm = Mechanism::AesGcm(GcmParams::new(&mut giv, aad, bits.into()).unwrap());
+            assert_eq!(
+                rv(s.encrypt(&gcm, key, &msg).unwrap_err()),
+                RvError::MechanismParamInvalid,
+                "encrypt, {bits}-bit tag"
+            );
+            assert_eq!(
+                rv(s.decrypt_init(&gcm, key).unwrap_err()),
+                RvError::MechanismParamInvalid,
+                "decrypt, {bits}-bit tag"
+            );
+        }
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    for bits in [0, 8, 32, 64, 88, 95, 97, 127, 136, 256] {
+        assert!(
+            text.contains(&format!("CKR_MECHANISM_PARAM_INVALID: AES-GCM: a {bits}-bit tag (ulTagBits); SP 800-38D allows 96, 104, 112, 120 and 128 bits")),
+            "no log line for a {bits}-bit tag: {text}"
+        );
+    }
+}
+
 #[test]
 fn every_mode_matches_an_independent_implementation_single_and_multi_part() {
     let _env = TestEnv::new();
@@ -428,11 +538,11 @@ fn bad_input_gets_the_specified_codes() {
             RvError::EncryptedDataLenRange,
         ),
         (
-            "GCM with a 96-bit tag",
+            "GCM with a 64-bit tag",
             Box::new(|| {
                 let mut giv = [0u8; 12];
                 s.encrypt(
-                    &Mechanism::AesGcm(GcmParams::new(&mut giv, &[], 96.into()).unwrap()),
+                    &Mechanism::AesGcm(GcmParams::new(&mut giv, &[], 64.into()).unwrap()),
                     key,
                     &[0; 16],
                 )

@@ -634,13 +634,14 @@ fn mechanism_list_and_info_name_the_ec_key_sizes() {
         (MechanismType::ECDSA, 256, 521, CKF_SIGN),
         (MechanismType::ECDSA_SHA256, 256, 521, CKF_VERIFY),
         (MechanismType::ECDSA_SHA512, 256, 521, CKF_SIGN),
+        // Ed25519's field (255 bits) to Ed448's (448).
         (
             MechanismType::ECC_EDWARDS_KEY_PAIR_GEN,
             255,
-            255,
+            448,
             CKF_GENERATE_KEY_PAIR,
         ),
-        (MechanismType::EDDSA, 255, 255, CKF_SIGN | CKF_VERIFY),
+        (MechanismType::EDDSA, 255, 448, CKF_SIGN | CKF_VERIFY),
     ] {
         assert!(list.contains(&m), "{m:?} listed");
         let info = p.get_mechanism_info(slot, m).unwrap();

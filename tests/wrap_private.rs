@@ -22,22 +22,24 @@ const P256_OID: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 
 const P384_OID: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
 const P521_OID: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23];
 const ED25519_OID: &[u8] = &[0x06, 0x03, 0x2b, 0x65, 0x70];
+const ED448_OID: &[u8] = &[0x06, 0x03, 0x2b, 0x65, 0x71];
 const KEK: [u8; 32] = [0x5c; 32];
 
-/// The kinds of private key tested: RSA-2048 and the four curves.
+/// The kinds of private key tested: RSA-2048 and the five curves (an Edwards curve by its OID).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     Rsa,
     Ec(&'static [u8]),
-    Ed25519,
+    Ed(&'static [u8]),
 }
 
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 6] = [
     Kind::Rsa,
     Kind::Ec(P256_OID),
     Kind::Ec(P384_OID),
     Kind::Ec(P521_OID),
-    Kind::Ed25519,
+    Kind::Ed(ED25519_OID),
+    Kind::Ed(ED448_OID),
 ];
 
 impl Kind {
@@ -45,19 +47,19 @@ impl Kind {
         match self {
             Kind::Rsa => KeyType::RSA,
             Kind::Ec(_) => KeyType::EC,
-            Kind::Ed25519 => KeyType::EC_EDWARDS,
+            Kind::Ed(_) => KeyType::EC_EDWARDS,
         }
     }
 
     /// A signature of `msg` as OpenSSL checks it: SHA-256 with PKCS#1 v1.5 or ECDSA, or pure
-    /// Ed25519. ECDSA signs the SHA-256 hash with CKM_ECDSA, which SoftHSM 2.6 has (it lacks
+    /// EdDSA. ECDSA signs the SHA-256 hash with CKM_ECDSA, which SoftHSM 2.6 has (it lacks
     /// CKM_ECDSA_SHA256).
     fn sign(self, s: &Session, key: ObjectHandle, msg: &[u8]) -> Vec<u8> {
         use sha2::Digest;
         match self {
             Kind::Rsa => s.sign(&Mechanism::Sha256RsaPkcs, key, msg),
             Kind::Ec(_) => s.sign(&Mechanism::Ecdsa, key, &sha2::Sha256::digest(msg)),
-            Kind::Ed25519 => s.sign(
+            Kind::Ed(_) => s.sign(
                 &Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure)),
                 key,
                 msg,
@@ -100,8 +102,8 @@ fn keypair(s: &Session, kind: Kind, extractable: bool) -> (ObjectHandle, ObjectH
             public.push(Attribute::EcParams(oid.to_vec()));
             Mechanism::EccKeyPairGen
         }
-        Kind::Ed25519 => {
-            public.push(Attribute::EcParams(ED25519_OID.to_vec()));
+        Kind::Ed(oid) => {
+            public.push(Attribute::EcParams(oid.to_vec()));
             Mechanism::EccEdwardsKeyPairGen
         }
     };
@@ -208,7 +210,7 @@ fn openssl_verifies(dir: &Path, kind: Kind, spki: &[u8], msg: &[u8], sig: &[u8])
     };
     std::fs::write(&sig_file, sig).unwrap();
     let mut cmd = Command::new("openssl");
-    if kind == Kind::Ed25519 {
+    if matches!(kind, Kind::Ed(_)) {
         cmd.args([
             "pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-rawin", "-inkey",
         ])
@@ -488,9 +490,9 @@ fn keys_move_between_ferrohsm_and_softhsm_both_ways() {
     let (fh_kek, soft_kek) = (kek(&fh), kek(&soft));
     let msg = b"wrapped in one token, signing in the other";
     let kwp = Mechanism::AesKeyWrapPad;
-    // SoftHSM 2.6 neither wraps nor unwraps Ed25519 private keys (CKR_KEY_NOT_WRAPPABLE,
-    // CKR_FUNCTION_FAILED): Ed25519's PKCS#8 is checked against OpenSSL above instead.
-    for kind in KINDS.into_iter().filter(|k| *k != Kind::Ed25519) {
+    // SoftHSM 2.6 neither wraps nor unwraps EdDSA private keys (CKR_KEY_NOT_WRAPPABLE,
+    // CKR_FUNCTION_FAILED): their PKCS#8 is checked against OpenSSL above instead.
+    for kind in KINDS.into_iter().filter(|k| !matches!(k, Kind::Ed(_))) {
         // ferrohsm -> SoftHSM.
         let (public, private) = keypair(&fh, kind, true);
         let blob = fh.wrap_key(&kwp, fh_kek, private).unwrap();

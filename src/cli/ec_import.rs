@@ -1,5 +1,5 @@
 //! `import` of elliptic-curve keys: P-256, P-384 and P-521 private keys in PKCS#8 or SEC1
-//! (RFC 5915) and Ed25519 keys in PKCS#8 (RFC 8410), PEM or DER, read with RustCrypto and
+//! (RFC 5915) and Ed25519 and Ed448 keys in PKCS#8 (RFC 8410), PEM or DER, read with RustCrypto and
 //! stored as a token key pair (the token checks the scalar and the point itself).
 
 use super::module::explain;
@@ -12,9 +12,9 @@ pub struct EcKey {
     pub key_type: KeyType,
     /// `CKA_EC_PARAMS`: the curve's OID, DER.
     pub params: &'static [u8],
-    /// `CKA_VALUE`: the scalar (big-endian) or the Ed25519 seed.
+    /// `CKA_VALUE`: the scalar (big-endian) or the EdDSA seed.
     pub value: Zeroizing<Vec<u8>>,
-    /// The raw public point (uncompressed SEC1, or RFC 8032's 32 bytes).
+    /// The raw public point (uncompressed SEC1, or RFC 8032's 32 or 57 bytes).
     pub point: Vec<u8>,
     pub curve: &'static str,
 }
@@ -59,6 +59,18 @@ pub fn read_ec_key(bytes: &[u8]) -> Option<EcKey> {
     try_weierstrass!(p521, "P-521", bytes);
     use ed25519_dalek::pkcs8::DecodePrivateKey;
     let text = std::str::from_utf8(bytes).ok();
+    let ed448 = text
+        .and_then(|t| ed448_goldilocks::SigningKey::from_pkcs8_pem(t).ok())
+        .or_else(|| ed448_goldilocks::SigningKey::from_pkcs8_der(bytes).ok());
+    if let Some(k) = ed448 {
+        return Some(EcKey {
+            key_type: KeyType::EC_EDWARDS,
+            params: crate::mechanism::ec_params::Curve::Ed448.oid_der(),
+            value: Zeroizing::new(k.to_bytes().to_vec()),
+            point: k.verifying_key().to_bytes().to_vec(),
+            curve: "Ed448",
+        });
+    }
     let ed = text
         .and_then(|t| ed25519_dalek::SigningKey::from_pkcs8_pem(t).ok())
         .or_else(|| ed25519_dalek::SigningKey::from_pkcs8_der(bytes).ok())?;

@@ -183,7 +183,7 @@ pub struct Import {
     #[command(flatten)]
     which: TokenChoice,
     /// The key file: RSA in PKCS#8 or PKCS#1; P-256/P-384/P-521 in PKCS#8 or SEC1; Ed25519
-    /// in PKCS#8; PEM or DER.
+    /// and Ed448 in PKCS#8; PEM or DER.
     file: PathBuf,
     /// CKA_ID in hex (an even number of digits).
     #[arg(long)]

@@ -313,12 +313,11 @@ unsafe fn aes_mode(m: &CK_MECHANISM) -> Result<AesMode> {
                     };
                     (p.pIv, p.ulIvLen, p.pAAD, p.ulAADLen, p.ulTagBits)
                 };
-            if tag_bits != 128 {
-                return what(&format!("a {tag_bits}-bit tag; 128 bits are supported"));
-            }
             // SAFETY: the caller's contract covers the IV and AAD it names.
             let (iv, aad) = unsafe { (bytes(iv, iv_len)?.to_vec(), bytes(aad, aad_len)?.to_vec()) };
-            Ok(AesMode::Gcm { iv, aad })
+            // The tag length is checked with the other parameters in `AesCrypt::new`.
+            let tag_bits = usize::try_from(tag_bits).unwrap_or(usize::MAX);
+            Ok(AesMode::Gcm { iv, aad, tag_bits })
         }
     }
 }
@@ -392,10 +391,15 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
         }
         CKM_EDDSA => {
             // SAFETY: the caller's contract covers the parameter.
-            if let Some(p) = unsafe { param::<CK_EDDSA_PARAMS>(m) }? {
-                mechanism::eddsa::check_params(p.phFlag != 0, p.ulContextDataLen as usize)?;
-            }
-            Mechanism::EdDsa
+            let context = match unsafe { param::<CK_EDDSA_PARAMS>(m) }? {
+                Some(p) => {
+                    mechanism::eddsa::check_params(p.phFlag != 0, p.ulContextDataLen as usize)?;
+                    // SAFETY: the caller's contract covers the context it names.
+                    unsafe { bytes(p.pContextData, p.ulContextDataLen) }?.to_vec()
+                }
+                None => Vec::new(),
+            };
+            Mechanism::EdDsa { context }
         }
         CKM_GENERIC_SECRET_KEY_GEN => Mechanism::GenericSecretKeyGen,
         CKM_AES_KEY_WRAP | CKM_AES_KEY_WRAP_PAD => {

@@ -11,14 +11,18 @@
 
 use crate::error::{fail_because, Error, Result};
 use aes::cipher::{BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit, StreamCipher, StreamCipherSeek};
+use aes_gcm::aead::array::typenum::Unsigned;
 use aes_gcm::aead::AeadInOut;
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
 const BLOCK: usize = 16;
-/// GCM: the IV and tag lengths served (the ones applications use; others are refused).
+/// GCM: the IV length served (the one applications use; others are refused).
 pub const GCM_IV_LEN: usize = 12;
-pub const GCM_TAG_LEN: usize = 16;
+/// GCM: the tag lengths SP 800-38D (section 5.2.1.2) allows for general use, in bits. The
+/// shorter ones it allows (32 and 64 bits) need limits on message length and on the number of
+/// decryptions per key that a token cannot enforce for its callers, so they are refused.
+pub const GCM_TAG_BITS: [usize; 5] = [96, 104, 112, 120, 128];
 
 /// A mode and its parameters, as the mechanism gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,9 +39,11 @@ pub enum AesMode {
         counter_bits: usize,
         block: [u8; BLOCK],
     },
+    /// `tag_bits` as the caller gave it (`ulTagBits`); checked by [`AesCrypt::new`].
     Gcm {
         iv: Vec<u8>,
         aad: Vec<u8>,
+        tag_bits: usize,
     },
 }
 
@@ -89,8 +95,16 @@ fn counter_wraps<E>(_: E) -> Error {
     Error(CKR_DATA_LEN_RANGE)
 }
 
-/// GCM over the whole message: ciphertext ‖ tag, or the plaintext if the tag matches.
-fn gcm(key: &[u8], iv: &[u8], aad: &[u8], data: &[u8], encrypt: bool) -> Result<Zeroizing<Vec<u8>>> {
+/// GCM over the whole message: ciphertext ‖ tag (`tag_len` bytes, the leading bytes of the
+/// full tag), or the plaintext if the tag matches.
+fn gcm(
+    key: &[u8],
+    iv: &[u8],
+    aad: &[u8],
+    tag_len: usize,
+    data: &[u8],
+    encrypt: bool,
+) -> Result<Zeroizing<Vec<u8>>> {
     fn run<C: AeadInOut + KeyInit>(
         key: &[u8],
         iv: &[u8],
@@ -108,7 +122,7 @@ fn gcm(key: &[u8], iv: &[u8], aad: &[u8], data: &[u8], encrypt: bool) -> Result<
             out.extend_from_slice(&tag);
             return Ok(out);
         }
-        let Some(split) = data.len().checked_sub(GCM_TAG_LEN) else {
+        let Some(split) = data.len().checked_sub(C::TagSize::USIZE) else {
             return fail_because(CKR_ENCRYPTED_DATA_LEN_RANGE, "AES-GCM: shorter than its tag");
         };
         let mut out = Zeroizing::new(data[..split].to_vec());
@@ -121,7 +135,15 @@ fn gcm(key: &[u8], iv: &[u8], aad: &[u8], data: &[u8], encrypt: bool) -> Result<
             ),
         }
     }
-    by_key!(key, A => run::<aes_gcm::AesGcm<A, aes_gcm::aead::consts::U12>>(key, iv, aad, data, encrypt))
+    use aes_gcm::aead::consts::{U12, U13, U14, U15, U16};
+    // The tag size is a type parameter of `aes-gcm`: one instance per allowed length.
+    by_key!(key, A => match tag_len {
+        12 => run::<aes_gcm::AesGcm<A, U12, U12>>(key, iv, aad, data, encrypt),
+        13 => run::<aes_gcm::AesGcm<A, U12, U13>>(key, iv, aad, data, encrypt),
+        14 => run::<aes_gcm::AesGcm<A, U12, U14>>(key, iv, aad, data, encrypt),
+        15 => run::<aes_gcm::AesGcm<A, U12, U15>>(key, iv, aad, data, encrypt),
+        _ => run::<aes_gcm::AesGcm<A, U12, U16>>(key, iv, aad, data, encrypt),
+    })
 }
 
 /// One AES encryption or decryption operation.
@@ -160,6 +182,16 @@ impl AesCrypt {
                     format!("AES-GCM: a {}-byte IV; 12 bytes are supported", iv.len()),
                 )
             }
+            AesMode::Gcm { tag_bits, .. } if !GCM_TAG_BITS.contains(tag_bits) => {
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    format!(
+                        "AES-GCM: a {tag_bits}-bit tag (ulTagBits); SP 800-38D allows 96, 104, \
+                         112, 120 and 128 bits for general use (32 and 64 only under limits a \
+                         token cannot enforce)"
+                    ),
+                )
+            }
             _ => {}
         }
         let chain = match &mode {
@@ -179,6 +211,14 @@ impl AesCrypt {
 
     pub fn is_multipart(&self) -> bool {
         self.multipart
+    }
+
+    /// GCM: the tag's length in bytes (0 for the other modes).
+    fn tag_len(&self) -> usize {
+        match self.mode {
+            AesMode::Gcm { tag_bits, .. } => tag_bits / 8,
+            _ => 0,
+        }
     }
 
     fn padded(&self) -> bool {
@@ -209,8 +249,10 @@ impl AesCrypt {
         let whole = n.is_multiple_of(BLOCK);
         Ok(match (&self.mode, self.encrypt) {
             (AesMode::Ctr { .. }, _) => n,
-            (AesMode::Gcm { .. }, true) => n + GCM_TAG_LEN,
-            (AesMode::Gcm { .. }, false) => n.checked_sub(GCM_TAG_LEN).ok_or_else(|| self.length_error(n))?,
+            (AesMode::Gcm { .. }, true) => n + self.tag_len(),
+            (AesMode::Gcm { .. }, false) => n
+                .checked_sub(self.tag_len())
+                .ok_or_else(|| self.length_error(n))?,
             (AesMode::CbcPad { .. }, true) => n / BLOCK * BLOCK + BLOCK,
             (AesMode::CbcPad { .. }, false) if whole && n > 0 => n,
             (AesMode::Ecb | AesMode::Cbc { .. }, _) if whole => n,
@@ -221,8 +263,8 @@ impl AesCrypt {
     /// `C_Encrypt`/`C_Decrypt`: the whole operation, without changing this one's state.
     pub fn single(&self, data: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
         self.single_len(data.len())?;
-        if let AesMode::Gcm { iv, aad } = &self.mode {
-            return gcm(&self.key, iv, aad, data, self.encrypt);
+        if let AesMode::Gcm { iv, aad, .. } = &self.mode {
+            return gcm(&self.key, iv, aad, self.tag_len(), data, self.encrypt);
         }
         let mut next = self.clone();
         let mut out = next.update(data)?;
@@ -268,8 +310,8 @@ impl AesCrypt {
     /// The output of `C_*Final` (exact, but for a padded decryption: an upper bound).
     pub fn final_len(&self) -> usize {
         match (&self.mode, self.encrypt) {
-            (AesMode::Gcm { .. }, true) => self.pending.len() + GCM_TAG_LEN,
-            (AesMode::Gcm { .. }, false) => self.pending.len().saturating_sub(GCM_TAG_LEN),
+            (AesMode::Gcm { .. }, true) => self.pending.len() + self.tag_len(),
+            (AesMode::Gcm { .. }, false) => self.pending.len().saturating_sub(self.tag_len()),
             (AesMode::CbcPad { .. }, true) => BLOCK,
             (AesMode::CbcPad { .. }, false) => BLOCK - 1,
             _ => 0,
@@ -282,8 +324,8 @@ impl AesCrypt {
     }
 
     fn finish(&mut self) -> Result<Zeroizing<Vec<u8>>> {
-        if let AesMode::Gcm { iv, aad } = &self.mode {
-            return gcm(&self.key, iv, aad, &self.pending, self.encrypt);
+        if let AesMode::Gcm { iv, aad, .. } = &self.mode {
+            return gcm(&self.key, iv, aad, self.tag_len(), &self.pending, self.encrypt);
         }
         if self.padded() && self.encrypt {
             // `update` left fewer than 16 bytes: PKCS#7 fills the block (a whole one if none).

@@ -1,12 +1,13 @@
 //! Elliptic-curve keys in usable form and the signatures made with them: ECDSA on P-256,
-//! P-384 and P-521 (RustCrypto `p256`/`p384`/`p521`, constant time, secrets zeroized on drop)
-//! and Ed25519 (through `eddsa`). Owns key generation with its pairwise consistency test, the
+//! P-384 and P-521 (RustCrypto `p256`/`p384`/`p521`, constant time, secrets zeroized on drop),
+//! Ed25519 (through `eddsa`) and Ed448 (through `ed448`). Owns key generation with its pairwise consistency test, the
 //! checks of imported key material (point on the curve, scalar in range, scalar matching the
 //! point), and the rule that no signature leaves before the public key has verified it.
 
 use super::ec_check::{self, LazyTable};
 use super::ec_params::{bits2int, Curve};
 use super::ec_sign;
+use super::ed448;
 use super::eddsa;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
@@ -19,6 +20,7 @@ pub enum PrivateKey {
     P384(p384::ecdsa::SigningKey, LazyTable<p384::NistP384>),
     P521(p521::ecdsa::SigningKey, LazyTable<p521::NistP521>),
     Ed25519(ed25519_dalek::SigningKey),
+    Ed448(ed448_goldilocks::SigningKey),
 }
 
 /// A public key: a point checked to be on its curve and not the identity (with its table for
@@ -29,6 +31,7 @@ pub enum PublicKey {
     P384(p384::ecdsa::VerifyingKey, LazyTable<p384::NistP384>),
     P521(p521::ecdsa::VerifyingKey, LazyTable<p521::NistP521>),
     Ed25519(ed25519_dalek::VerifyingKey),
+    Ed448(ed448_goldilocks::VerifyingKey),
 }
 
 fn invalid<T>(what: impl std::fmt::Display) -> Result<T> {
@@ -41,7 +44,8 @@ fn invalid_err(what: impl std::fmt::Display) -> Error {
 }
 
 /// Runs `$body` with `$k` bound to the curve-specific key of `$key` (a `PrivateKey` or
-/// `PublicKey`), for the three Weierstrass curves alike; `$ed` handles Ed25519.
+/// `PublicKey`), for the three Weierstrass curves alike; `$ed` handles Ed25519 and Ed448 (whose
+/// keys have `to_bytes` alike).
 macro_rules! weierstrass {
     ($key:expr, $ty:ident, $k:ident => $body:expr, $e:ident => $ed:expr) => {
         match $key {
@@ -49,6 +53,7 @@ macro_rules! weierstrass {
             $ty::P384($k, _) => $body,
             $ty::P521($k, _) => $body,
             $ty::Ed25519($e) => $ed,
+            $ty::Ed448($e) => $ed,
         }
     };
 }
@@ -114,7 +119,7 @@ fn pad_scalar(curve: Curve, v: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
 
 impl PrivateKey {
     /// The key of `CKA_VALUE` on `curve`: a scalar in [1, n-1] (big-endian, leading zeros
-    /// optional), or Ed25519's 32-byte RFC 8032 private key.
+    /// optional), or the RFC 8032 private key of Ed25519 (32 bytes) or Ed448 (57 bytes).
     pub fn from_value(curve: Curve, value: &[u8]) -> Result<Self> {
         let out_of_range = |_| {
             invalid_err(format!(
@@ -137,6 +142,7 @@ impl PrivateKey {
                 LazyTable::new(),
             ),
             Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?),
+            Curve::Ed448 => PrivateKey::Ed448(ed448::signing_key(value)?),
         })
     }
 
@@ -174,10 +180,11 @@ impl PrivateKey {
             PrivateKey::P384(..) => Curve::P384,
             PrivateKey::P521(..) => Curve::P521,
             PrivateKey::Ed25519(_) => Curve::Ed25519,
+            PrivateKey::Ed448(_) => Curve::Ed448,
         }
     }
 
-    /// `CKA_VALUE`: the scalar, big-endian at the order's length (the seed for Ed25519).
+    /// `CKA_VALUE`: the scalar, big-endian at the order's length (the seed for EdDSA keys).
     pub fn value(&self) -> Zeroizing<Vec<u8>> {
         weierstrass!(self, PrivateKey, k => Zeroizing::new(k.to_bytes().to_vec()),
             e => Zeroizing::new(e.to_bytes().to_vec()))
@@ -189,6 +196,7 @@ impl PrivateKey {
             PrivateKey::P384(k, t) => PublicKey::P384(*k.verifying_key(), t.clone()),
             PrivateKey::P521(k, t) => PublicKey::P521(*k.verifying_key(), t.clone()),
             PrivateKey::Ed25519(k) => PublicKey::Ed25519(k.verifying_key()),
+            PrivateKey::Ed448(k) => PublicKey::Ed448(k.verifying_key()),
         }
     }
 
@@ -226,21 +234,35 @@ impl PrivateKey {
         Ok(Zeroizing::new(x))
     }
 
-    /// The signature of `input`: for ECDSA the hash (any length, bits2int'ed), for Ed25519
+    /// The signature of `input`: for ECDSA the hash (any length, bits2int'ed), for EdDSA
     /// the message. Raw r || s with each half the order's length; verified before release.
     pub fn sign(&self, input: &[u8]) -> Result<Vec<u8>> {
-        let z = bits2int(input, self.curve());
+        self.sign_with_context(input, &[])
+    }
+
+    /// `sign` with an EdDSA context (`CK_EDDSA_PARAMS`): Ed448 signs it (RFC 8032's dom4);
+    /// the other curves take none (`eddsa::check_context` refused one when the operation
+    /// started).
+    pub fn sign_with_context(&self, input: &[u8], context: &[u8]) -> Result<Vec<u8>> {
+        // bits2int is ECDSA's: an EdDSA message is not a hash (and Ed448's order, 446 bits in
+        // 57 bytes, is not a length bits2int handles).
+        let z = if self.curve().is_edwards() {
+            Vec::new()
+        } else {
+            bits2int(input, self.curve())
+        };
         match self {
             PrivateKey::P256(k, t) => ecdsa_sign_checked!(p256, k, t, &z, input),
             PrivateKey::P384(k, t) => ecdsa_sign_checked!(p384, k, t, &z, input),
             PrivateKey::P521(k, t) => ecdsa_sign_checked!(p521, k, t, &z, input),
             PrivateKey::Ed25519(e) => eddsa::sign_checked(e, input),
+            PrivateKey::Ed448(e) => ed448::sign_checked(e, context, input),
         }
     }
 }
 
 impl PublicKey {
-    /// The key of a raw point (SEC1 uncompressed or compressed; RFC 8032 for Ed25519):
+    /// The key of a raw point (SEC1 uncompressed or compressed; RFC 8032 for EdDSA):
     /// refused unless it is on the curve and not the identity.
     pub fn from_point(curve: Curve, raw: &[u8]) -> Result<Self> {
         let off_curve = |_| invalid_err(format!("CKA_EC_POINT is not a point on {}", curve.name()));
@@ -258,6 +280,7 @@ impl PublicKey {
                 LazyTable::new(),
             ),
             Curve::Ed25519 => PublicKey::Ed25519(eddsa::verifying_key(raw)?),
+            Curve::Ed448 => PublicKey::Ed448(ed448::verifying_key(raw)?),
         })
     }
 
@@ -267,6 +290,7 @@ impl PublicKey {
             PublicKey::P384(..) => Curve::P384,
             PublicKey::P521(..) => Curve::P521,
             PublicKey::Ed25519(_) => Curve::Ed25519,
+            PublicKey::Ed448(_) => Curve::Ed448,
         }
     }
 
@@ -280,8 +304,13 @@ impl PublicKey {
         self.curve().signature_len()
     }
 
-    /// Checks `sig` over `input` (the hash for ECDSA, the message for Ed25519).
+    /// Checks `sig` over `input` (the hash for ECDSA, the message for EdDSA).
     pub fn verify(&self, input: &[u8], sig: &[u8]) -> Result<()> {
+        self.verify_with_context(input, &[], sig)
+    }
+
+    /// `verify` with an EdDSA context (Ed448 only, as in `PrivateKey::sign_with_context`).
+    pub fn verify_with_context(&self, input: &[u8], context: &[u8], sig: &[u8]) -> Result<()> {
         if sig.len() != self.signature_len() {
             return fail_because(
                 CKR_SIGNATURE_LEN_RANGE,
@@ -293,12 +322,19 @@ impl PublicKey {
                 ),
             );
         }
-        let z = bits2int(input, self.curve());
+        // bits2int is ECDSA's: an EdDSA message is not a hash (and Ed448's order, 446 bits in
+        // 57 bytes, is not a length bits2int handles).
+        let z = if self.curve().is_edwards() {
+            Vec::new()
+        } else {
+            bits2int(input, self.curve())
+        };
         match self {
             PublicKey::P256(k, t) => ecdsa_verify!(p256, k, t, &z, sig),
             PublicKey::P384(k, t) => ecdsa_verify!(p384, k, t, &z, sig),
             PublicKey::P521(k, t) => ecdsa_verify!(p521, k, t, &z, sig),
             PublicKey::Ed25519(e) => eddsa::verify(e, input, sig),
+            PublicKey::Ed448(e) => ed448::verify(e, context, input, sig),
         }
     }
 }
@@ -309,7 +345,13 @@ mod tests {
 
     #[test]
     fn every_curve_signs_and_verifies_and_refuses_a_changed_signature() {
-        for c in [Curve::P256, Curve::P384, Curve::P521, Curve::Ed25519] {
+        for c in [
+            Curve::P256,
+            Curve::P384,
+            Curve::P521,
+            Curve::Ed25519,
+            Curve::Ed448,
+        ] {
             let k = PrivateKey::generate(c).unwrap();
             let again = PrivateKey::from_value(c, &k.value()).unwrap();
             assert_eq!(again.public().point(), k.public().point());

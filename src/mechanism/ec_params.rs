@@ -14,6 +14,7 @@ pub enum Curve {
     P384,
     P521,
     Ed25519,
+    Ed448,
 }
 
 /// DER of each curve's OID (the named-curve form of `CKA_EC_PARAMS`), and the names the
@@ -40,6 +41,12 @@ const CURVES: &[(Curve, &[u8], &[&str])] = &[
         &[0x06, 0x03, 0x2b, 0x65, 0x70],
         &["edwards25519", "ed25519", "Ed25519"],
     ),
+    // id-Ed448 (RFC 8410), 1.3.101.113; "edwards448" is PKCS#11 3.0's name.
+    (
+        Curve::Ed448,
+        &[0x06, 0x03, 0x2b, 0x65, 0x71],
+        &["edwards448", "ed448", "Ed448"],
+    ),
 ];
 
 /// id-ecPublicKey (1.2.840.10045.2.1), the SPKI algorithm of every Weierstrass curve.
@@ -55,7 +62,7 @@ impl Curve {
     /// The key type whose keys live on this curve.
     pub fn key_type(self) -> CK_KEY_TYPE {
         match self {
-            Curve::Ed25519 => CKK_EC_EDWARDS,
+            Curve::Ed25519 | Curve::Ed448 => CKK_EC_EDWARDS,
             _ => CKK_EC,
         }
     }
@@ -78,12 +85,20 @@ impl Curve {
     }
 
     /// Bytes of a scalar (and of the order n): the length of each half of an ECDSA signature.
+    /// For the Edwards curves, the length of the RFC 8032 private key and of each half of a
+    /// signature (Ed448's are 57 bytes: its scalars are encoded with a spare byte).
     pub fn scalar_len(self) -> usize {
         match self {
             Curve::P256 | Curve::Ed25519 => 32,
             Curve::P384 => 48,
+            Curve::Ed448 => 57,
             Curve::P521 => 66,
         }
+    }
+
+    /// Whether the curve's keys sign with EdDSA (`CKK_EC_EDWARDS`) rather than ECDSA.
+    pub fn is_edwards(self) -> bool {
+        matches!(self, Curve::Ed25519 | Curve::Ed448)
     }
 
     /// Bits of the order n, FIPS 186's `qlen`, for bits2int.
@@ -93,6 +108,7 @@ impl Curve {
             Curve::P384 => 384,
             Curve::P521 => 521,
             Curve::Ed25519 => 253,
+            Curve::Ed448 => 446,
         }
     }
 
@@ -103,14 +119,15 @@ impl Curve {
             Curve::P384 => 384,
             Curve::P521 => 521,
             Curve::Ed25519 => 255,
+            Curve::Ed448 => 448,
         }
     }
 
     /// Length of the public point as raw bytes: uncompressed SEC1 (0x04 || X || Y), or the
-    /// 32-byte RFC 8032 encoding for Ed25519.
+    /// RFC 8032 encoding for the Edwards curves (32 bytes for Ed25519, 57 for Ed448).
     pub fn point_len(self) -> usize {
         match self {
-            Curve::Ed25519 => 32,
+            Curve::Ed25519 | Curve::Ed448 => self.scalar_len(),
             c => 1 + 2 * c.scalar_len(),
         }
     }
@@ -182,7 +199,7 @@ pub fn parse_ec_params(v: &[u8]) -> Result<Curve> {
             None => fail_because(
                 CKR_CURVE_NOT_SUPPORTED,
                 format!(
-                    "CKA_EC_PARAMS names curve {:?}; supported: P-256, P-384, P-521, edwards25519",
+                    "CKA_EC_PARAMS names curve {:?}; supported: P-256, P-384, P-521, edwards25519, edwards448",
                     String::from_utf8_lossy(name)
                 ),
             ),
@@ -191,7 +208,7 @@ pub fn parse_ec_params(v: &[u8]) -> Result<Curve> {
     if der_unwrap(TAG_OID, v).is_some_and(|oid| !oid.is_empty()) || der_unwrap(TAG_SEQUENCE, v).is_some() {
         return fail_because(
             CKR_CURVE_NOT_SUPPORTED,
-            "CKA_EC_PARAMS names a curve the token does not support (P-256, P-384, P-521, edwards25519 by OID or name)",
+            "CKA_EC_PARAMS names a curve the token does not support (P-256, P-384, P-521, edwards25519, edwards448 by OID or name)",
         );
     }
     fail_because(
@@ -211,7 +228,7 @@ pub fn wrap_point(raw: &[u8]) -> Vec<u8> {
 /// Compressed SEC1 points (0x02/0x03 || X) are let through for the curve code to expand.
 pub fn unwrap_point(curve: Curve, v: &[u8]) -> Result<Vec<u8>> {
     let raw_len_ok = |p: &[u8]| match curve {
-        Curve::Ed25519 => p.len() == 32,
+        Curve::Ed25519 | Curve::Ed448 => p.len() == curve.point_len(),
         c => {
             (p.len() == c.point_len() && p[0] == 0x04)
                 || (p.len() == 1 + c.scalar_len() && matches!(p[0], 0x02 | 0x03))
@@ -236,7 +253,7 @@ pub fn unwrap_point(curve: Curve, v: &[u8]) -> Result<Vec<u8>> {
 /// The SubjectPublicKeyInfo DER of a raw public point (RFC 5480 and RFC 8410).
 pub fn public_key_info(curve: Curve, raw_point: &[u8]) -> Vec<u8> {
     let algorithm = match curve {
-        Curve::Ed25519 => der(TAG_SEQUENCE, curve.oid_der()),
+        Curve::Ed25519 | Curve::Ed448 => der(TAG_SEQUENCE, curve.oid_der()),
         c => der(TAG_SEQUENCE, &[EC_PUBLIC_KEY_OID, c.oid_der()].concat()),
     };
     let mut bits = vec![0u8];
@@ -274,14 +291,25 @@ mod tests {
 
     #[test]
     fn ec_params_by_oid_and_name_normalise_to_the_oid() {
-        for c in [Curve::P256, Curve::P384, Curve::P521, Curve::Ed25519] {
+        for c in [
+            Curve::P256,
+            Curve::P384,
+            Curve::P521,
+            Curve::Ed25519,
+            Curve::Ed448,
+        ] {
             assert_eq!(parse_ec_params(c.oid_der()).unwrap(), c);
         }
+        assert_eq!(
+            parse_ec_params(&[0x06, 0x03, 0x2b, 0x65, 0x71]).unwrap(),
+            Curve::Ed448
+        );
         let printable = |s: &str| der(TAG_PRINTABLE_STRING, s.as_bytes());
         assert_eq!(
             parse_ec_params(&printable("edwards25519")).unwrap(),
             Curve::Ed25519
         );
+        assert_eq!(parse_ec_params(&printable("edwards448")).unwrap(), Curve::Ed448);
         assert_eq!(parse_ec_params(&printable("prime256v1")).unwrap(), Curve::P256);
         assert_eq!(parse_ec_params(&printable("secp384r1")).unwrap(), Curve::P384);
         assert_eq!(parse_ec_params(&printable("secp521r1")).unwrap(), Curve::P521);
@@ -291,7 +319,8 @@ mod tests {
     #[test]
     fn unknown_curves_and_garbage_are_told_apart() {
         let secp256k1 = [0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x0a];
-        let curve448 = der(TAG_PRINTABLE_STRING, b"edwards448");
+        // X448 is a Montgomery curve: no signatures, not a key the token holds.
+        let curve448 = der(TAG_PRINTABLE_STRING, b"curve448");
         let explicit = der(TAG_SEQUENCE, &[0x02, 0x01, 0x01]);
         for v in [&secp256k1[..], &curve448, &explicit] {
             assert_eq!(
@@ -328,6 +357,14 @@ mod tests {
         let ed = [0x04u8; 32];
         assert_eq!(unwrap_point(Curve::Ed25519, &wrap_point(&ed)).unwrap(), ed);
         assert_eq!(unwrap_point(Curve::Ed25519, &ed).unwrap(), ed);
+        // Ed448: 57 bytes, wrapped or not; an Ed25519-sized point is not one.
+        let ed448 = [0x04u8; 57];
+        assert_eq!(unwrap_point(Curve::Ed448, &wrap_point(&ed448)).unwrap(), ed448);
+        assert_eq!(unwrap_point(Curve::Ed448, &ed448).unwrap(), ed448);
+        assert_eq!(
+            unwrap_point(Curve::Ed448, &ed).unwrap_err().0,
+            CKR_ATTRIBUTE_VALUE_INVALID
+        );
         // Wrong lengths, wrong curve, trailing bytes, non-minimal lengths.
         let mut trailing = wrapped.clone();
         trailing.push(0);
@@ -372,6 +409,13 @@ mod tests {
             &ed[..12],
             &[0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]
         );
+        // RFC 8410 §4: 30 43 30 05 06 03 2b 65 71 03 3a 00 || 57 bytes.
+        let ed448 = public_key_info(Curve::Ed448, &[1u8; 57]);
+        assert_eq!(
+            &ed448[..12],
+            &[0x30, 0x43, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x71, 0x03, 0x3a, 0x00]
+        );
+        assert_eq!(ed448.len(), 69);
         let mut raw = vec![0x04];
         raw.extend([7u8; 64]);
         let p = public_key_info(Curve::P256, &raw);

@@ -1,8 +1,10 @@
 //! Ed25519 (RFC 8032, pure: `CKM_EDDSA` without prehash or context) with `ed25519-dalek`:
 //! keys from their PKCS#11 encodings, signing with the verify-before-release check, strict
-//! verification, and the `CK_EDDSA_PARAMS` the token accepts.
+//! verification; and the `CK_EDDSA_PARAMS` the token accepts for either Edwards curve (Ed448
+//! itself is `ed448`).
 
 use super::ec::release_checked;
+use super::ec_params::Curve;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
@@ -54,21 +56,39 @@ pub fn verify(key: &VerifyingKey, message: &[u8], sig: &[u8]) -> Result<()> {
         .map_err(|_| Error(CKR_SIGNATURE_INVALID))
 }
 
-/// Checks an optional `CK_EDDSA_PARAMS` (flag, context length): pure Ed25519 only. A
-/// parameter with `phFlag` false and no context is the pure scheme too, which some
-/// applications send to say so explicitly.
+/// RFC 8032's limit on a context string (its length is one byte of dom2/dom4).
+pub const MAX_CONTEXT: usize = 255;
+
+/// Checks an optional `CK_EDDSA_PARAMS` (flag, context length) before the key is known: the
+/// prehash variants (Ed25519ph, Ed448ph) are refused, a context is at most 255 bytes. What a
+/// context means depends on the key's curve: `check_context`.
 pub fn check_params(ph_flag: bool, context_len: usize) -> Result<()> {
-    if ph_flag || context_len > 0 {
+    if ph_flag {
         return fail_because(
             CKR_MECHANISM_PARAM_INVALID,
-            format!(
-                "CKM_EDDSA: only pure Ed25519 is supported; the parameter asks for {}",
-                if ph_flag {
-                    "Ed25519ph (prehash)"
-                } else {
-                    "Ed25519ctx (a context)"
-                }
-            ),
+            "CKM_EDDSA: phFlag asks for Ed25519ph or Ed448ph (prehash), which the token does not \
+             support; pure Ed25519 and Ed448 (with or without a context) are",
+        );
+    }
+    if context_len > MAX_CONTEXT {
+        return fail_because(
+            CKR_MECHANISM_PARAM_INVALID,
+            format!("CKM_EDDSA: a context of {context_len} bytes; RFC 8032 allows at most {MAX_CONTEXT}"),
+        );
+    }
+    Ok(())
+}
+
+/// Checks a context against the key's curve when the operation starts: Ed448 signs any
+/// context (RFC 8032's Ed448 always has one, empty by default); for Ed25519 a context would
+/// mean Ed25519ctx, which the token does not support. A parameter with `phFlag` false and no
+/// context is pure Ed25519, which some applications send to say so explicitly.
+pub fn check_context(curve: Curve, context: &[u8]) -> Result<()> {
+    if curve == Curve::Ed25519 && !context.is_empty() {
+        return fail_because(
+            CKR_MECHANISM_PARAM_INVALID,
+            "CKM_EDDSA: a context with an Ed25519 key asks for Ed25519ctx, which the token does \
+             not support (Ed448 keys take a context)",
         );
     }
     Ok(())
@@ -103,9 +123,19 @@ mod tests {
     }
 
     #[test]
-    fn prehash_and_context_parameters_are_refused() {
+    fn prehash_long_contexts_and_ed25519ctx_are_refused() {
         check_params(false, 0).unwrap();
+        check_params(false, 255).unwrap();
         assert_eq!(check_params(true, 0).unwrap_err().0, CKR_MECHANISM_PARAM_INVALID);
-        assert_eq!(check_params(false, 3).unwrap_err().0, CKR_MECHANISM_PARAM_INVALID);
+        assert_eq!(
+            check_params(false, 256).unwrap_err().0,
+            CKR_MECHANISM_PARAM_INVALID
+        );
+        check_context(Curve::Ed25519, b"").unwrap();
+        check_context(Curve::Ed448, b"ctx").unwrap();
+        assert_eq!(
+            check_context(Curve::Ed25519, b"ctx").unwrap_err().0,
+            CKR_MECHANISM_PARAM_INVALID
+        );
     }
 }

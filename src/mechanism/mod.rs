@@ -1,7 +1,7 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
 //! Rust values, the RSA schemes built on the engine, the elliptic-curve ones (`ec`, `eddsa`,
-//! the fast signature check in `ec_check`, the signer in `ec_sign`, encodings in `ec_params`), AES modes and key wrapping, and the MACs (`mac`). No C pointers
-//! here.
+//! the fast signature check in `ec_check`, the signer in `ec_sign`, encodings in `ec_params`,
+//! Ed448 in `ed448`), AES modes and key wrapping, and the MACs (`mac`). No C pointers here.
 
 pub mod aes;
 pub mod aes_modes;
@@ -9,6 +9,7 @@ pub mod ec;
 pub mod ec_check;
 pub mod ec_params;
 pub mod ec_sign;
+pub mod ed448;
 pub mod eddsa;
 pub mod hash;
 pub mod mac;
@@ -60,8 +61,11 @@ pub enum Mechanism {
     EcEdwardsKeyPairGen,
     /// `CKM_ECDSA` (prehash `None`, input is the hash) or `CKM_ECDSA_SHAx`.
     Ecdsa(Option<HashAlg>),
-    /// `CKM_EDDSA`, pure Ed25519 (other schemes are refused when the parameter is read).
-    EdDsa,
+    /// `CKM_EDDSA`: pure Ed25519, or Ed448 with `context` (`CK_EDDSA_PARAMS`; empty without
+    /// one). The prehash schemes are refused when the parameter is read.
+    EdDsa {
+        context: Vec<u8>,
+    },
     /// `CKM_ECDH1_DERIVE` with `CKD_NULL` and no shared data; the peer's public data as given
     /// (a raw or DER point).
     Ecdh1Derive {
@@ -97,7 +101,7 @@ impl Mechanism {
             Mechanism::EcEdwardsKeyPairGen => CKM_EC_EDWARDS_KEY_PAIR_GEN,
             Mechanism::Ecdsa(None) => CKM_ECDSA,
             Mechanism::Ecdsa(Some(h)) => hash_ecdsa_mechanism(*h).unwrap_or(CKM_ECDSA),
-            Mechanism::EdDsa => CKM_EDDSA,
+            Mechanism::EdDsa { .. } => CKM_EDDSA,
             Mechanism::Ecdh1Derive { .. } => CKM_ECDH1_DERIVE,
             Mechanism::AesEncryptData { iv: None, .. } => CKM_AES_ECB_ENCRYPT_DATA,
             Mechanism::AesEncryptData { iv: Some(_), .. } => CKM_AES_CBC_ENCRYPT_DATA,
@@ -121,7 +125,7 @@ impl Mechanism {
             | Mechanism::AesEncryptData { .. } => Some(CKK_AES),
             Mechanism::GenericSecretKeyGen => Some(CKK_GENERIC_SECRET),
             Mechanism::EcKeyPairGen | Mechanism::Ecdsa(_) | Mechanism::Ecdh1Derive { .. } => Some(CKK_EC),
-            Mechanism::EcEdwardsKeyPairGen | Mechanism::EdDsa => Some(CKK_EC_EDWARDS),
+            Mechanism::EcEdwardsKeyPairGen | Mechanism::EdDsa { .. } => Some(CKK_EC_EDWARDS),
             _ => Some(CKK_RSA),
         }
     }
@@ -167,6 +171,8 @@ pub const EC_MIN_BITS: CK_ULONG = 256;
 pub const EC_MAX_BITS: CK_ULONG = 521;
 /// Ed25519's field is 2^255 - 19.
 pub const ED25519_BITS: CK_ULONG = 255;
+/// Ed448's field is 2^448 - 2^224 - 1.
+pub const ED448_BITS: CK_ULONG = 448;
 
 pub fn digest_mechanism(h: HashAlg) -> CK_MECHANISM_TYPE {
     match h {
@@ -297,9 +303,9 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
     let ed = CKF_EC_OID | CKF_EC_CURVENAME;
     v.push((
         CKM_EC_EDWARDS_KEY_PAIR_GEN,
-        info(ED25519_BITS, ED25519_BITS, CKF_GENERATE_KEY_PAIR | ed),
+        info(ED25519_BITS, ED448_BITS, CKF_GENERATE_KEY_PAIR | ed),
     ));
-    v.push((CKM_EDDSA, info(ED25519_BITS, ED25519_BITS, sign | ed)));
+    v.push((CKM_EDDSA, info(ED25519_BITS, ED448_BITS, sign | ed)));
     // MAC key sizes are in bytes (SoftHSM's and NSS's unit for these mechanisms).
     for (m, alg) in mac::mechanism_types() {
         let (min, max) = alg.key_sizes();

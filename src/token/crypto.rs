@@ -155,7 +155,7 @@ impl Library {
                 }
             };
             let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-            s.sign = Some(SignOp::new(mech, key, needs_auth));
+            s.sign = Some(SignOp::new(mech, key, needs_auth)?);
             Ok(())
         })
     }
@@ -205,7 +205,7 @@ impl Library {
                     obj.verify_key()?
                 }
             };
-            s.verify = Some(VerifyOp::new(mech, key));
+            s.verify = Some(VerifyOp::new(mech, key)?);
             Ok(())
         })
     }

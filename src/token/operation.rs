@@ -6,7 +6,7 @@ use crate::engine::{PreparedKey, PublicKey};
 use crate::error::{fail, fail_because, Result};
 use crate::mechanism::aes_modes::AesCrypt;
 use crate::mechanism::mac::Mac;
-use crate::mechanism::{self, ec, rsa, Hasher, Mechanism};
+use crate::mechanism::{self, ec, ec_params, eddsa, rsa, Hasher, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 use zeroize::Zeroizing;
@@ -37,7 +37,7 @@ impl Input {
     fn new(mech: Mechanism, mac: Option<Mac>) -> Self {
         Input {
             hasher: mech.prehash().map(|h| h.hasher()),
-            buffer: (mech == Mechanism::EdDsa).then(Vec::new),
+            buffer: matches!(mech, Mechanism::EdDsa { .. }).then(Vec::new),
             mac,
             mech,
             stage: Operation::Fresh,
@@ -100,6 +100,19 @@ impl Input {
         }))
     }
 
+    /// `CKM_EDDSA`'s context (empty for every other mechanism).
+    fn context(&self) -> &[u8] {
+        match &self.mech {
+            Mechanism::EdDsa { context } => context,
+            _ => &[],
+        }
+    }
+
+    /// Refuses, when the operation starts, an EdDSA context the key's curve cannot sign.
+    fn check_context(&self, curve: ec_params::Curve) -> Result<()> {
+        eddsa::check_context(curve, self.context())
+    }
+
     /// The value the padding takes: the hash of everything, or the data of a one-shot raw call.
     fn finish(&self, one_shot: Option<&[u8]>) -> Result<Vec<u8>> {
         self.check_one_shot(one_shot)?;
@@ -147,16 +160,20 @@ pub struct SignOp {
 }
 
 impl SignOp {
-    pub fn new(mech: Mechanism, key: SignKey, needs_auth: bool) -> Self {
+    pub fn new(mech: Mechanism, key: SignKey, needs_auth: bool) -> Result<Self> {
         let mac = match &key {
             SignKey::Mac(m) => Some(Mac::clone(m)),
             _ => None,
         };
-        SignOp {
-            input: Input::new(mech, mac),
+        let input = Input::new(mech, mac);
+        if let SignKey::Ec(k) = &key {
+            input.check_context(k.curve())?;
+        }
+        Ok(SignOp {
+            input,
             key,
             needs_auth,
-        }
+        })
     }
 
     pub fn signature_len(&self) -> usize {
@@ -184,7 +201,7 @@ impl SignOp {
         let value = self.input.finish(one_shot)?;
         match &self.key {
             SignKey::Rsa(k) => rsa::sign(&self.input.mech, k, &value),
-            SignKey::Ec(k) => k.sign(&value),
+            SignKey::Ec(k) => k.sign_with_context(&value, self.input.context()),
             SignKey::Mac(_) => fail(CKR_OPERATION_NOT_INITIALIZED),
         }
     }
@@ -196,15 +213,16 @@ pub struct VerifyOp {
 }
 
 impl VerifyOp {
-    pub fn new(mech: Mechanism, key: VerifyKey) -> Self {
+    pub fn new(mech: Mechanism, key: VerifyKey) -> Result<Self> {
         let mac = match &key {
             VerifyKey::Mac(m) => Some(Mac::clone(m)),
             _ => None,
         };
-        VerifyOp {
-            input: Input::new(mech, mac),
-            key,
+        let input = Input::new(mech, mac);
+        if let VerifyKey::Ec(k) = &key {
+            input.check_context(k.curve())?;
         }
+        Ok(VerifyOp { input, key })
     }
 
     pub fn update(&mut self, data: &[u8]) -> Result<()> {
@@ -218,7 +236,7 @@ impl VerifyOp {
         let value = self.input.finish(one_shot)?;
         match &self.key {
             VerifyKey::Rsa(k) => rsa::verify(&self.input.mech, k, &value, signature),
-            VerifyKey::Ec(k) => k.verify(&value, signature),
+            VerifyKey::Ec(k) => k.verify_with_context(&value, self.input.context(), signature),
             VerifyKey::Mac(_) => fail(CKR_OPERATION_NOT_INITIALIZED),
         }
     }

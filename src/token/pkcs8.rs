@@ -1,6 +1,6 @@
-//! Private keys as PKCS#8 `PrivateKeyInfo` DER (RFC 5208; RFC 8410 for Ed25519), the form
-//! SoftHSM and OpenSSL put inside a wrapped private key: RSA keys and P-256, P-384, P-521 and
-//! Ed25519 keys, to and from the attributes of a private key object. The DER itself is read
+//! Private keys as PKCS#8 `PrivateKeyInfo` DER (RFC 5208; RFC 8410 for Ed25519 and Ed448), the
+//! form SoftHSM and OpenSSL put inside a wrapped private key: RSA keys and P-256, P-384, P-521,
+//! Ed25519 and Ed448 keys, to and from the attributes of a private key object. The DER itself is read
 //! and written by RustCrypto (`pkcs8`/`pkcs1` through the `rsa` crate, the curve crates'
 //! PKCS#8 decoders, as `ferrohsm-util import` uses them); this file maps fields to attributes.
 //! It checks nothing about the key itself: the object made from it goes through the same
@@ -86,8 +86,11 @@ pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
     if let Ok(k) = ed25519_dalek::SigningKey::from_pkcs8_der(der) {
         return Ok(ec(Curve::Ed25519, Zeroizing::new(k.to_bytes().to_vec())));
     }
+    if let Ok(k) = ed448_goldilocks::SigningKey::from_pkcs8_der(der) {
+        return Ok(ec(Curve::Ed448, Zeroizing::new(k.to_bytes().to_vec())));
+    }
     Err(invalid(
-        "a PKCS#8 key of an algorithm or curve the token does not hold (RSA, P-256, P-384, P-521, Ed25519)",
+        "a PKCS#8 key of an algorithm or curve the token does not hold (RSA, P-256, P-384, P-521, Ed25519, Ed448)",
     ))
 }
 
@@ -137,6 +140,13 @@ pub fn encode(a: &Attributes) -> Result<Zeroizing<Vec<u8>>> {
                     secret_key: value
                         .try_into()
                         .map_err(|_| cannot("an Ed25519 seed is 32 bytes"))?,
+                    public_key: None,
+                }
+                .to_pkcs8_der(),
+                Curve::Ed448 => ed448::pkcs8::KeypairBytes {
+                    secret_key: value
+                        .try_into()
+                        .map_err(|_| cannot("an Ed448 seed is 57 bytes"))?,
                     public_key: None,
                 }
                 .to_pkcs8_der(),

@@ -20,7 +20,8 @@ pub enum PrivateKey {
     P384(p384::ecdsa::SigningKey, LazyTable<p384::NistP384>),
     P521(p521::ecdsa::SigningKey, LazyTable<p521::NistP521>),
     Ed25519(ed25519_dalek::SigningKey),
-    Ed448(ed448_goldilocks::SigningKey),
+    /// Boxed: an Ed448 key is twice the size of the others.
+    Ed448(Box<ed448_goldilocks::SigningKey>),
 }
 
 /// A public key: a point checked to be on its curve and not the identity (with its table for
@@ -142,7 +143,7 @@ impl PrivateKey {
                 LazyTable::new(),
             ),
             Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?),
-            Curve::Ed448 => PrivateKey::Ed448(ed448::signing_key(value)?),
+            Curve::Ed448 => PrivateKey::Ed448(Box::new(ed448::signing_key(value)?)),
         })
     }
 

@@ -53,7 +53,7 @@ pub fn verifying_key(raw: &[u8]) -> Result<VerifyingKey> {
     if !canonical(bytes) {
         return bad();
     }
-    VerifyingKey::from_bytes(bytes.into()).or_else(|_| bad())
+    VerifyingKey::from_bytes(bytes).or_else(|_| bad())
 }
 
 /// Ed448 over `message` with `context` (at most 255 bytes, checked when the parameter was

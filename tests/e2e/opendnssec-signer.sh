@@ -86,11 +86,21 @@ for spec in "${zones[@]}"; do
 done
 # The signer works on the zones in turn: up to 180 s in all for the three on a busy machine
 # (it stops waiting as soon as they are signed).
+# A zone is done when its file has the SOA's and the DNSKEY set's signatures and has not
+# changed since the last look: the first RRSIG alone can be a file still being written (seen
+# once as "no signatures for example.org.DNSKEY").
+declare -A last_size
 for _ in $(seq 1 900); do
     done_zones=0
     for spec in "${zones[@]}"; do
         IFS=: read -r zone _ _ <<<"$spec"
-        grep -qs "RRSIG" "$WORK/ods/$zone.signed" && done_zones=$((done_zones + 1))
+        f="$WORK/ods/$zone.signed"
+        size=$(stat -c %s "$f" 2>/dev/null || echo 0)
+        if grep -qsE "RRSIG[[:space:]]+SOA[[:space:]]" "$f" && grep -qsE "RRSIG[[:space:]]+DNSKEY[[:space:]]" "$f" \
+            && [ "${last_size[$zone]:-}" = "$size" ]; then
+            done_zones=$((done_zones + 1))
+        fi
+        last_size[$zone]=$size
     done
     [ "$done_zones" -eq "${#zones[@]}" ] && break
     sleep 0.2

@@ -645,6 +645,14 @@ impl Library {
                 },
                 None => secret.len(),
             };
+            if len > secret.len() && matches!(mech, Mechanism::AesEncryptData { .. }) {
+                // The data is the mechanism's parameter: it is what falls short (SoftHSM and
+                // python-pkcs11's suite expect this code).
+                return fail_because(
+                    CKR_MECHANISM_PARAM_INVALID,
+                    format!("CKA_VALUE_LEN {len}: the data to encrypt is {} bytes", secret.len()),
+                );
+            }
             if len == 0 || len > secret.len() {
                 return fail_because(
                     CKR_TEMPLATE_INCONSISTENT,

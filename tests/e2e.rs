@@ -107,3 +107,8 @@ fn opendnssec_hsm_tools() {
 fn opendnssec_enforcer_and_signer() {
     scenario("opendnssec-signer");
 }
+
+#[test]
+fn python_pkcs11_test_suite() {
+    scenario("python-pkcs11");
+}

@@ -1,6 +1,7 @@
-//! HMAC (SHA-1, SHA-224, SHA-256, SHA-384, SHA-512) and AES-CMAC through the built module:
-//! every MAC checked against `openssl mac` (an implementation independent of the module's
-//! RustCrypto one) at key lengths up to longer than the hash's block, single-part and in
+//! HMAC (SHA-1, SHA-224, SHA-256, SHA-384, SHA-512), AES-CMAC and AES-MAC through the built
+//! module: every MAC checked against OpenSSL (`openssl mac`; for AES-MAC the last block of
+//! `openssl enc -aes-*-cbc` over the zero-padded data: implementations independent of the
+//! module's RustCrypto one) at key lengths up to longer than the hash's block, single-part and in
 //! uneven multi-part pieces; the `_GENERAL` variants as the leftmost bytes; verification
 //! refusing a changed byte and a wrong length; the two-call rule; and the error paths as a
 //! table.
@@ -488,6 +489,8 @@ fn mechanisms_are_listed_with_sign_and_verify_and_key_sizes() {
         (CKM_SHA512_HMAC_GENERAL, 1, 512),
         (CKM_AES_CMAC, 16, 32),
         (CKM_AES_CMAC_GENERAL, 16, 32),
+        (CKM_AES_MAC, 16, 32),
+        (CKM_AES_MAC_GENERAL, 16, 32),
     ];
     for (t, min, max) in macs {
         assert!(list.contains(&t), "0x{t:x} listed");
@@ -506,4 +509,139 @@ fn mechanisms_are_listed_with_sign_and_verify_and_key_sizes() {
     for t in [CKM_MD5_HMAC, CKM_MD5_HMAC_GENERAL, CKM_SHA3_256_HMAC] {
         assert!(!list.contains(&t), "0x{t:x} is not offered");
     }
+}
+
+/// CBC-MAC by OpenSSL: the last block of AES-CBC (zero IV, no padding) over `data` padded with
+/// zero bytes to whole blocks.
+fn openssl_cbc_mac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let mut padded = data.to_vec();
+    padded.resize(data.len().div_ceil(16) * 16, 0);
+    std::fs::write(&input, &padded).unwrap();
+    let out = Command::new("openssl")
+        .arg("enc")
+        .arg(format!("-aes-{}-cbc", key.len() * 8))
+        .args(["-nopad", "-iv", &"00".repeat(16), "-K", &hex(key), "-in"])
+        .arg(&input)
+        .output()
+        .expect("openssl must be installed");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout[out.stdout.len() - 16..].to_vec()
+}
+
+/// Signs `data` in parts of `sizes` (cycled) with the raw API; returns the CK_RV of the first
+/// call that fails.
+fn raw_sign_parts(
+    r: &Raw,
+    h: CK_SESSION_HANDLE,
+    mech: &mut CK_MECHANISM,
+    key: ObjectHandle,
+    data: &[u8],
+    sizes: &[usize],
+) -> Result<Vec<u8>, CK_RV> {
+    // SAFETY: a valid session, a mechanism that outlives the calls, and buffers with their
+    // true lengths.
+    unsafe {
+        let rv = (r.f.C_SignInit.unwrap())(h, mech, key.handle());
+        if rv != CKR_OK {
+            return Err(rv);
+        }
+        let mut at = 0;
+        for &n in sizes.iter().cycle() {
+            if at >= data.len() {
+                break;
+            }
+            let end = (at + n).min(data.len());
+            let rv = (r.f.C_SignUpdate.unwrap())(h, data[at..end].as_ptr() as *mut u8, (end - at) as _);
+            if rv != CKR_OK {
+                return Err(rv);
+            }
+            at = end;
+        }
+        let mut out = vec![0u8; 64];
+        let mut len = out.len() as CK_ULONG;
+        let rv = (r.f.C_SignFinal.unwrap())(h, out.as_mut_ptr(), &mut len);
+        if rv != CKR_OK {
+            return Err(rv);
+        }
+        out.truncate(len as usize);
+        Ok(out)
+    }
+}
+
+#[test]
+fn aes_mac_is_openssl_cbc_mac_half_a_block_and_refuses_empty_data() {
+    let _env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "mac");
+    let s = user_session(&p, slot);
+    let raw = Raw::load();
+    let h = s.handle();
+    let msg: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(37)).collect();
+    for key_len in [16usize, 24, 32] {
+        let value = key_bytes(key_len, 0x51);
+        let key = secret_key(&s, KeyType::AES, &value, true, true);
+        for n in [1usize, 15, 16, 17, 32, 100] {
+            let data = &msg[..n];
+            let want = openssl_cbc_mac(&value, data);
+            // CKM_AES_MAC: half a block, single-part and in uneven parts.
+            let mut mech = raw_mech::<u8>(CKM_AES_MAC, None);
+            let got = raw_sign(&raw, h, &mut mech, key, data).unwrap();
+            assert_eq!(got, want[..8], "AES-{} MAC of {n} bytes", key_len * 8);
+            for sizes in [&[1usize][..], &[7, 16, 3]] {
+                assert_eq!(
+                    raw_sign_parts(&raw, h, &mut mech, key, data, sizes).unwrap(),
+                    want[..8]
+                );
+            }
+            assert_eq!(raw_verify(&raw, h, &mut mech, key, data, &got), CKR_OK);
+            let mut bad = got.clone();
+            bad[3] ^= 1;
+            assert_eq!(
+                raw_verify(&raw, h, &mut mech, key, data, &bad),
+                CKR_SIGNATURE_INVALID
+            );
+            assert_eq!(
+                raw_verify(&raw, h, &mut mech, key, data, &want),
+                CKR_SIGNATURE_LEN_RANGE
+            );
+            // CKM_AES_MAC_GENERAL: the leftmost 1 to 16 bytes.
+            for len in [1usize, 8, 13, 16] {
+                let mut l: CK_MAC_GENERAL_PARAMS = len as _;
+                let mut mech = raw_mech(CKM_AES_MAC_GENERAL, Some(&mut l));
+                let got = raw_sign(&raw, h, &mut mech, key, data).unwrap();
+                assert_eq!(got, want[..len], "AES-MAC-GENERAL {len} of {n} bytes");
+                assert_eq!(raw_verify(&raw, h, &mut mech, key, data, &got), CKR_OK);
+            }
+        }
+        // Lengths outside 1..=16 are refused at init.
+        for len in [0usize, 17, 32] {
+            let mut l: CK_MAC_GENERAL_PARAMS = len as _;
+            let mut mech = raw_mech(CKM_AES_MAC_GENERAL, Some(&mut l));
+            assert_eq!(
+                raw_sign(&raw, h, &mut mech, key, b"data"),
+                Err(CKR_MECHANISM_PARAM_INVALID),
+                "length {len}"
+            );
+        }
+        // No data: zero blocks of CBC-MAC would be a MAC independent of the key.
+        let mut mech = raw_mech::<u8>(CKM_AES_MAC, None);
+        assert_eq!(raw_sign(&raw, h, &mut mech, key, b""), Err(CKR_DATA_LEN_RANGE));
+        assert_eq!(
+            raw_sign_parts(&raw, h, &mut mech, key, b"", &[1]),
+            Err(CKR_DATA_LEN_RANGE)
+        );
+        assert_eq!(
+            raw_verify(&raw, h, &mut mech, key, b"", &[0u8; 8]),
+            CKR_DATA_LEN_RANGE
+        );
+    }
+    // Only AES keys.
+    let generic = secret_key(&s, KeyType::GENERIC_SECRET, &key_bytes(16, 3), true, true);
+    let mut mech = raw_mech::<u8>(CKM_AES_MAC, None);
+    assert_eq!(
+        raw_sign(&raw, h, &mut mech, generic, b"data"),
+        Err(CKR_KEY_TYPE_INCONSISTENT)
+    );
 }

@@ -1,7 +1,14 @@
 //! Message authentication codes signed and verified with secret keys: `CKM_SHA_1_HMAC`,
-//! `CKM_SHA224/256/384/512_HMAC` (RFC 2104, RustCrypto `hmac`) and `CKM_AES_CMAC` (NIST SP
-//! 800-38B, RustCrypto `cmac`), each with its `_GENERAL` variant whose `CK_MAC_GENERAL_PARAMS`
-//! asks for the leftmost bytes of the full MAC. This file owns the mechanisms' rules (which
+//! `CKM_SHA224/256/384/512_HMAC` (RFC 2104, RustCrypto `hmac`), `CKM_AES_CMAC` (NIST SP
+//! 800-38B, RustCrypto `cmac`) and `CKM_AES_MAC` (CBC-MAC over the data padded with zero bytes,
+//! RustCrypto `cbc-mac`), each with its `_GENERAL` variant whose `CK_MAC_GENERAL_PARAMS` asks
+//! for the leftmost bytes of the full MAC.
+//!
+//! AES-MAC is offered because PKCS#11 defines it and applications still use it (python-pkcs11
+//! signs with it by default for AES keys); CBC-MAC is only sound for messages of one fixed
+//! length, which docs/security.md says, and CMAC is the one to choose. Its plain mechanism gives
+//! half a block (8 bytes), as PKCS#11 says; empty data is refused (`CKR_DATA_LEN_RANGE`),
+//! because zero blocks of CBC-MAC give a MAC that does not depend on the key. This file owns the mechanisms' rules (which
 //! key types each takes, the output lengths a `_GENERAL` parameter may ask for, key sizes) and
 //! the running state of one MAC; the operation around it (parts, two-call lengths, errors
 //! ending the operation) is the signing one of `token::operation`.
@@ -18,6 +25,8 @@ pub enum MacAlg {
     /// HMAC with SHA-1 or a SHA-2 hash (MD5 and SHA-3 HMACs are not offered).
     Hmac(HashAlg),
     AesCmac,
+    /// CBC-MAC with AES, the data padded with zero bytes to whole blocks.
+    AesMac,
 }
 
 /// A MAC mechanism with its parameter: `len` is the `_GENERAL` output length, `None` for the
@@ -84,6 +93,8 @@ pub fn mac_mechanism(m: CK_MECHANISM_TYPE) -> Option<(MacAlg, bool)> {
     match m {
         CKM_AES_CMAC => Some((MacAlg::AesCmac, false)),
         CKM_AES_CMAC_GENERAL => Some((MacAlg::AesCmac, true)),
+        CKM_AES_MAC => Some((MacAlg::AesMac, false)),
+        CKM_AES_MAC_GENERAL => Some((MacAlg::AesMac, true)),
         _ => HMACS.iter().find_map(|(full, general, h, _)| {
             (m == *full || m == *general).then_some((MacAlg::Hmac(*h), m == *general))
         }),
@@ -98,15 +109,26 @@ pub fn mechanism_types() -> impl Iterator<Item = (CK_MECHANISM_TYPE, MacAlg)> {
         .chain([
             (CKM_AES_CMAC, MacAlg::AesCmac),
             (CKM_AES_CMAC_GENERAL, MacAlg::AesCmac),
+            (CKM_AES_MAC, MacAlg::AesMac),
+            (CKM_AES_MAC_GENERAL, MacAlg::AesMac),
         ])
 }
 
 impl MacAlg {
-    /// Length of the full MAC.
+    /// Length of the MAC the plain (not `_GENERAL`) mechanism gives: the whole MAC, except
+    /// AES-MAC's half block.
     pub fn output_len(self) -> usize {
         match self {
+            MacAlg::AesMac => AES_BLOCK / 2,
+            _ => self.max_len(),
+        }
+    }
+
+    /// The longest MAC a `_GENERAL` parameter may ask for: the hash's output or the block.
+    pub fn max_len(self) -> usize {
+        match self {
             MacAlg::Hmac(h) => h.output_len(),
-            MacAlg::AesCmac => AES_BLOCK,
+            MacAlg::AesCmac | MacAlg::AesMac => AES_BLOCK,
         }
     }
 
@@ -117,7 +139,7 @@ impl MacAlg {
             MacAlg::Hmac(h) => {
                 kt == CKK_GENERIC_SECRET || HMACS.iter().any(|(_, _, x, k)| *x == h && *k == kt)
             }
-            MacAlg::AesCmac => kt == CKK_AES,
+            MacAlg::AesCmac | MacAlg::AesMac => kt == CKK_AES,
         }
     }
 
@@ -125,19 +147,19 @@ impl MacAlg {
     pub fn key_sizes(self) -> (usize, usize) {
         match self {
             MacAlg::Hmac(_) => (HMAC_MIN_KEY, HMAC_MAX_KEY),
-            MacAlg::AesCmac => (16, 32),
+            MacAlg::AesCmac | MacAlg::AesMac => (16, 32),
         }
     }
 }
 
 impl MacMechanism {
-    /// A MAC mechanism; a `_GENERAL` length outside 1..=full is `CKR_MECHANISM_PARAM_INVALID`.
+    /// A MAC mechanism; a `_GENERAL` length outside 1..=max is `CKR_MECHANISM_PARAM_INVALID`.
     /// PKCS#11 gives the ranges as 1 to the hash's output length (SHA-2 HMACs) and 1 to the
-    /// block size (CMAC); SHA-1's text says 0–20, but a zero-length MAC would verify any data,
+    /// block size (CMAC, AES-MAC); SHA-1's text says 0–20, but a zero-length MAC would verify any data,
     /// so 0 is refused for every mechanism.
     pub fn new(alg: MacAlg, len: Option<usize>) -> Result<Self> {
         if let Some(n) = len {
-            let full = alg.output_len();
+            let full = alg.max_len();
             if !(1..=full).contains(&n) {
                 return fail_because(
                     CKR_MECHANISM_PARAM_INVALID,
@@ -153,6 +175,8 @@ impl MacMechanism {
         match self.alg {
             MacAlg::AesCmac if general => CKM_AES_CMAC_GENERAL,
             MacAlg::AesCmac => CKM_AES_CMAC,
+            MacAlg::AesMac if general => CKM_AES_MAC_GENERAL,
+            MacAlg::AesMac => CKM_AES_MAC,
             MacAlg::Hmac(h) => HMACS
                 .iter()
                 .find(|(_, _, x, _)| *x == h)
@@ -168,7 +192,7 @@ impl MacMechanism {
 }
 
 /// The keyed state of one running MAC. The key schedule and the hash states are wiped on drop
-/// (the `zeroize` features of `hmac`, `cmac` and `aes`).
+/// (the `zeroize` features of `hmac`, `cmac`, `cbc-mac` and `aes`).
 #[derive(Clone)]
 enum State {
     Sha1(hmac::Hmac<sha1::Sha1>),
@@ -179,6 +203,9 @@ enum State {
     Cmac128(cmac::Cmac<aes::Aes128>),
     Cmac192(cmac::Cmac<aes::Aes192>),
     Cmac256(cmac::Cmac<aes::Aes256>),
+    CbcMac128(cbc_mac::CbcMac<aes::Aes128>),
+    CbcMac192(cbc_mac::CbcMac<aes::Aes192>),
+    CbcMac256(cbc_mac::CbcMac<aes::Aes256>),
 }
 
 /// A MAC being computed over the parts given so far.
@@ -186,6 +213,8 @@ enum State {
 pub struct Mac {
     state: State,
     len: usize,
+    /// Whether any data was given: AES-MAC refuses empty data (see the top of the file).
+    fed: bool,
 }
 
 macro_rules! each_state {
@@ -199,6 +228,9 @@ macro_rules! each_state {
             State::Cmac128($m) => $e,
             State::Cmac192($m) => $e,
             State::Cmac256($m) => $e,
+            State::CbcMac128($m) => $e,
+            State::CbcMac192($m) => $e,
+            State::CbcMac256($m) => $e,
         }
     };
 }
@@ -208,7 +240,7 @@ impl Mac {
     pub fn new(mech: &MacMechanism, key: &[u8]) -> Result<Mac> {
         let (min, max) = mech.alg.key_sizes();
         let size_ok = match mech.alg {
-            MacAlg::AesCmac => [16, 24, 32].contains(&key.len()),
+            MacAlg::AesCmac | MacAlg::AesMac => [16, 24, 32].contains(&key.len()),
             MacAlg::Hmac(_) => (min..=max).contains(&key.len()),
         };
         if !size_ok {
@@ -237,10 +269,16 @@ impl Mac {
                 24 => State::Cmac192(KeyInit::new_from_slice(key).map_err(bad)?),
                 _ => State::Cmac256(KeyInit::new_from_slice(key).map_err(bad)?),
             },
+            MacAlg::AesMac => match key.len() {
+                16 => State::CbcMac128(KeyInit::new_from_slice(key).map_err(bad)?),
+                24 => State::CbcMac192(KeyInit::new_from_slice(key).map_err(bad)?),
+                _ => State::CbcMac256(KeyInit::new_from_slice(key).map_err(bad)?),
+            },
         };
         Ok(Mac {
             state,
             len: mech.output_len(),
+            fed: false,
         })
     }
 
@@ -250,14 +288,26 @@ impl Mac {
     }
 
     pub fn update(&mut self, data: &[u8]) {
+        self.fed |= !data.is_empty();
         each_state!(&mut self.state, m => m.update(data))
     }
 
-    /// The MAC of everything given, cut to the mechanism's length.
-    pub fn finalize(self) -> Vec<u8> {
+    /// The MAC of everything given, cut to the mechanism's length; AES-MAC of no data is
+    /// `CKR_DATA_LEN_RANGE`.
+    pub fn finalize(self) -> Result<Vec<u8>> {
+        let cbc = matches!(
+            self.state,
+            State::CbcMac128(_) | State::CbcMac192(_) | State::CbcMac256(_)
+        );
+        if cbc && !self.fed {
+            return fail_because(
+                CKR_DATA_LEN_RANGE,
+                "AES-MAC of empty data would not depend on the key: give at least one byte",
+            );
+        }
         let mut full = each_state!(self.state, m => m.finalize().into_bytes().to_vec());
         full.truncate(self.len);
-        full
+        Ok(full)
     }
 
     /// Checks `signature` against the MAC of everything given, in constant time; a wrong
@@ -269,7 +319,7 @@ impl Mac {
                 format!("this MAC is {} bytes, not {}", self.len, signature.len()),
             );
         }
-        if bool::from(self.finalize().ct_eq(signature)) {
+        if bool::from(self.finalize()?.ct_eq(signature)) {
             Ok(())
         } else {
             fail_because(CKR_SIGNATURE_INVALID, "the MAC does not match the data")

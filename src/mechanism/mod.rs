@@ -115,7 +115,7 @@ impl Mechanism {
         match self {
             Mechanism::Digest(_) => None,
             Mechanism::Mac(m) => Some(match m.alg {
-                mac::MacAlg::AesCmac => CKK_AES,
+                mac::MacAlg::AesCmac | mac::MacAlg::AesMac => CKK_AES,
                 mac::MacAlg::Hmac(_) => CKK_GENERIC_SECRET,
             }),
             Mechanism::AesKeyGen

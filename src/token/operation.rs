@@ -196,7 +196,7 @@ impl SignOp {
             );
         }
         if let Some(mac) = self.input.finish_mac(one_shot)? {
-            return Ok(mac.finalize());
+            return mac.finalize();
         }
         let value = self.input.finish(one_shot)?;
         match &self.key {

@@ -1,0 +1,150 @@
+//! P-256 signing by stage on one core, per family: what one signature with its check costs
+//! and where (docs/performance.md's breakdown). Figures are µs of this thread's CPU time per
+//! operation, best of 3 rounds, so other load on the machine inflates them less than wall
+//! clock. cargo bench --bench p256
+use eng::{check::KeyTable, field::Arith, field::Fe, scalar::Scalar};
+use ferrohsm::engine::ec::p256 as eng;
+use ferrohsm::mechanism::ec_sign;
+use p256::elliptic_curve::ff::PrimeField;
+use p256::elliptic_curve::Curve;
+
+/// This thread's CPU time in seconds.
+fn cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// µs of CPU per call of `f`, best of 3 rounds of 0.3 s.
+fn us(mut f: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = cpu();
+        let mut n = 0u64;
+        while cpu() - t < 0.3 {
+            for _ in 0..16 {
+                f();
+            }
+            n += 16;
+        }
+        best = best.min((cpu() - t) * 1e6 / n as f64);
+    }
+    best
+}
+
+fn family<A: Arith>(d: &[u8; 32], z: &[u8; 32], k: &[u8; 32], table: &KeyTable, r: &[u8; 32], s: &[u8; 32]) {
+    let fe = Fe::<A>::from_be(z).unwrap();
+    let sc = Scalar::from_be(k).unwrap();
+    let comb = eng::comb::comb();
+    let rows = [
+        (
+            "field mul",
+            us(|| {
+                std::hint::black_box(fe.mul(&fe));
+            }),
+        ),
+        (
+            "field sqr",
+            us(|| {
+                std::hint::black_box(fe.sqr());
+            }),
+        ),
+        (
+            "field invert (z of k·G)",
+            us(|| {
+                std::hint::black_box(fe.invert());
+            }),
+        ),
+        (
+            "scalar mul",
+            us(|| {
+                std::hint::black_box(sc.mul(&sc));
+            }),
+        ),
+        (
+            "scalar invert, Fermat",
+            us(|| {
+                std::hint::black_box(sc.invert());
+            }),
+        ),
+        (
+            "k·G (comb, with its inversion)",
+            us(|| {
+                std::hint::black_box(comb.mul_x::<A>(std::hint::black_box(k)));
+            }),
+        ),
+        (
+            "sign_ct (k·G, k⁻¹, s)",
+            us(|| {
+                std::hint::black_box(eng::sign_ct::<A>(d, z, k));
+            }),
+        ),
+        (
+            "check u1·G + u2·Q (with s⁻¹)",
+            us(|| assert!(eng::check::verify::<A>(table, z, r, s))),
+        ),
+    ];
+    for (name, t) in rows {
+        println!("  {:<34} {:8.2} µs", name, t);
+    }
+}
+
+fn main() {
+    let key = p256::ecdsa::SigningKey::from_slice(&[0x42; 32]).unwrap();
+    let vk = *key.verifying_key();
+    let table = KeyTable::new(vk.as_affine());
+    let d: [u8; 32] = key.to_bytes().into();
+    let z = [0x5a; 32];
+    let k = [0x3c; 32];
+    let (r, s) = eng::sign(&d, &z, &k).unwrap();
+    let nz = *key.as_nonzero_scalar();
+    println!("P-256 stages (µs of CPU per operation, one thread)");
+    let ad = [7u8; 32];
+    println!(
+        "  {:<34} {:8.2} µs",
+        "nonce (hedged RFC 6979, SHA-256)",
+        us(|| {
+            let x = nz.to_repr();
+            let order = p256::NistP256::ORDER;
+            let mut g = rfc6979::KGenerator::<sha2::Sha256, <p256::NistP256 as Curve>::Uint>::new(
+                &x, &z, &ad, &order,
+            );
+            let mut kb = p256::FieldBytes::default();
+            g.fill_next_k(&mut kb);
+            std::hint::black_box(kb);
+        })
+    );
+    println!(
+        "  {:<34} {:8.2} µs",
+        "ec_sign::sign (nonce + sign)",
+        us(|| {
+            std::hint::black_box(ec_sign::sign::<p256::NistP256>(&nz, &z, &z, &ad));
+        })
+    );
+    let ks = p256::Scalar::from_repr(k.into()).unwrap();
+    println!(
+        "  {:<34} {:8.2} µs",
+        "p256 crate Scalar::invert (CT)",
+        us(|| {
+            std::hint::black_box(std::hint::black_box(ks).invert());
+        })
+    );
+    println!(
+        "  {:<34} {:8.2} µs",
+        "p256 crate Scalar::invert_vartime",
+        us(|| {
+            std::hint::black_box(std::hint::black_box(ks).invert_vartime());
+        })
+    );
+    println!("family portable");
+    family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s);
+    #[cfg(target_arch = "x86_64")]
+    if eng::mulx::available() {
+        println!("family mulx");
+        family::<eng::mulx::Mulx>(&d, &z, &k, &table, &r, &s);
+    }
+}

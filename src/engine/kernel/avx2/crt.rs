@@ -130,7 +130,8 @@ impl CrtKey {
     }
 
     /// The input split for the kernel: the low and high L limbs (c < n < R²).
-    fn split_input(&self, input: &[u8]) -> (Vec<u64>, Vec<u64>) {
+    #[doc(hidden)]
+    pub fn split_input(&self, input: &[u8]) -> (Vec<u64>, Vec<u64>) {
         let mut c = vec![0u64; 2 * self.limbs];
         limbs::from_be_bytes(input, W, &mut c);
         let hi = c.split_off(self.limbs);
@@ -139,7 +140,8 @@ impl CrtKey {
 
     /// Garner: s = m2 + q·(qInv·(m1 − m2) mod p), serialised at the modulus length, with the
     /// intermediates on the stack, wiped before returning.
-    fn recombine(&self, m1: &[u64], m2: &[u64]) -> Zeroizing<Vec<u8>> {
+    #[doc(hidden)]
+    pub fn recombine(&self, m1: &[u64], m2: &[u64]) -> Zeroizing<Vec<u8>> {
         let (p, l) = (&self.p, self.limbs);
         let mut t = [[0u64; MAX_SCALAR]; 4];
         let [m2p, d, diff, scratch] = &mut t;

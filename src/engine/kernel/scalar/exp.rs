@@ -33,7 +33,8 @@ fn digit(exp: &[u64], pos: usize, w: usize) -> u64 {
 /// c^exp mod m for c < m·R given as 2·L limbs (the whole input): reduced by one Montgomery
 /// reduction, taken to Montgomery form with R³, raised over `bits` exponent bits, returned
 /// fully reduced in normal form.
-pub(super) fn modexp<A: Arith>(c: &[u64], h: &Half, bits: usize, out: &mut [u64]) {
+#[doc(hidden)]
+pub fn modexp<A: Arith>(c: &[u64], h: &Half, bits: usize, out: &mut [u64]) {
     let m = &h.m;
     let n = m.m.len();
     let w = window(bits);

@@ -25,6 +25,32 @@ fn main() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     let ghz = (tsc() - t0) as f64 / i0.elapsed().as_nanos() as f64;
     println!("TSC {ghz:.3} GHz; cycles are TSC cycles, minimum of repeated runs");
+    {
+        // The hand-off of `scalar::pair`: two busy halves of ~1 ms each, wall time of the join.
+        use ferrohsm::engine::kernel::scalar::pair;
+        let spin = |c: u64| {
+            let t = tsc();
+            while tsc() - t < c {
+                std::hint::spin_loop();
+            }
+        };
+        let half = (ghz * 1e6) as u64;
+        let mut walls: Vec<u64> = (0..20)
+            .map(|_| {
+                let t = tsc();
+                pair::join(&mut || spin(half), &mut || spin(half));
+                tsc() - t
+            })
+            .collect();
+        walls.sort();
+        println!(
+            "pair::join of two {half}-cycle halves: min {} median {} cycles ({:.2} and {:.2} halves)",
+            walls[0],
+            walls[10],
+            walls[0] as f64 / half as f64,
+            walls[10] as f64 / half as f64
+        );
+    }
     let sizes: Vec<usize> = std::env::var("STAGES_SIZES")
         .unwrap_or_else(|_| "1024,2048,3072,4096".into())
         .split(',')

@@ -8,7 +8,7 @@ use super::key::{Half, Modulus, ScalarKey};
 use super::limbs::{
     add, from_be_bytes, mask, mask_eq, mul_wide, redc, reduce_once, select, sub, to_be_bytes, MAX_LIMBS,
 };
-use super::Arith;
+use super::{pair, Arith};
 use zeroize::Zeroizing;
 
 /// Window width by exponent length: 2^w table entries against bits/w multiplications.
@@ -94,8 +94,14 @@ pub fn private_op_unchecked<A: Arith>(key: &ScalarKey, input: &[u8]) -> Zeroizin
     from_be_bytes(input, &mut c);
     let mut m1 = Zeroizing::new(vec![0u64; l]);
     let mut m2 = Zeroizing::new(vec![0u64; l]);
-    modexp::<A>(&c, &key.p, key.prime_bits, &mut m1);
-    modexp::<A>(&c, &key.q, key.prime_bits, &mut m2);
+    // The two halves side by side where a core is idle (`pair`), else one after the other.
+    {
+        let (c, bits) = (&*c, key.prime_bits);
+        let (m1, m2) = (&mut *m1, &mut *m2);
+        pair::join(&mut || modexp::<A>(c, &key.q, bits, m2), &mut || {
+            modexp::<A>(c, &key.p, bits, m1)
+        });
+    }
     let p = &key.p.m;
     // m2 < q < 2p (equal bit lengths): one conditional subtraction gives m2 mod p.
     let mut t = Zeroizing::new(vec![0u64; 4 * l]);
@@ -121,9 +127,14 @@ pub fn private_op_unchecked<A: Arith>(key: &ScalarKey, input: &[u8]) -> Zeroizin
 /// s^e mod n == input, on the family's arithmetic at 2·L limbs (public values: the branches
 /// on e's bits are fine).
 pub fn check<A: Arith>(key: &ScalarKey, input: &[u8], sig: &[u8]) -> bool {
-    let n: &Modulus = &key.n;
+    check_public::<A>(&key.n, key.e, key.modulus_len, input, sig)
+}
+
+/// s^e mod n == input for a public key given as its modulus (with its constants), exponent
+/// and length in bytes: `check`, and the AVX2 family's check of each result.
+pub fn check_public<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, input: &[u8], sig: &[u8]) -> bool {
     let len = n.m.len();
-    if len > MAX_LIMBS || sig.len() != key.modulus_len {
+    if len > MAX_LIMBS || sig.len() != modulus_len {
         return false;
     }
     let mut s = vec![0u64; len];
@@ -134,13 +145,13 @@ pub fn check<A: Arith>(key: &ScalarKey, input: &[u8], sig: &[u8]) -> bool {
     let mut t = vec![0u64; len];
     // The squarings on the dedicated squaring where the arithmetic has one at this size.
     let square = A::serves_limbs(len);
-    for bit in (0..63 - key.e.leading_zeros()).rev() {
+    for bit in (0..63 - e.leading_zeros()).rev() {
         if square {
             A::sqr(&y, &n.m, n.k0, &mut t);
         } else {
             A::mul(&y, &y, &n.m, n.k0, &mut t);
         }
-        if key.e >> bit & 1 == 1 {
+        if e >> bit & 1 == 1 {
             A::mul(&t, &base, &n.m, n.k0, &mut y);
         } else {
             std::mem::swap(&mut y, &mut t);
@@ -149,7 +160,7 @@ pub fn check<A: Arith>(key: &ScalarKey, input: &[u8], sig: &[u8]) -> bool {
     let mut one = vec![0u64; len];
     one[0] = 1;
     A::mul(&y, &one, &n.m, n.k0, &mut t);
-    to_be_bytes(&t, key.modulus_len) == input
+    to_be_bytes(&t, modulus_len) == input
 }
 
 /// The checked private-key operation (an empty, unverified result for a malformed input, which

@@ -28,6 +28,7 @@ fn main() {
     {
         // The hand-off of `scalar::pair`: two busy halves of ~1 ms each, wall time of the join.
         use ferrohsm::engine::kernel::scalar::pair;
+        pair::force_on();
         let spin = |c: u64| {
             let t = tsc();
             while tsc() - t < c {

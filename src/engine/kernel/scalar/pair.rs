@@ -6,6 +6,14 @@
 //! (0.91 M each) and 2.5% in the check; `openssl speed` signs in 1.64 M on one core. With
 //! the halves on both cores the signature costs one half plus the hand-off.
 //!
+//! Measured through PKCS#11 on that machine while other work kept both cores busy (load
+//! average 5-6; `ferrohsm-util bench --threads 1`, pair on and off alternating, same minutes):
+//! RSA-1024 6,284-6,318/s paired against 6,606-6,640/s on one thread, RSA-2048 1,333-1,335
+//! against 1,273-1,359, RSA-4096 167-175 against 181-187. The helper's core was never idle
+//! there, and a half the helper has taken cannot be taken back: so the pairing is off unless
+//! `FERROHSM_CRT_PAIR=1` (for machines with cores to spare); `benches/rsa_stages.rs` prints
+//! the join's wall time (one half's time when the helper gets a core at once).
+//!
 //! One helper thread per process (per fork generation), started on first use, parked when
 //! idle. Nothing ever waits for it: the caller posts its half, runs the other, and if the
 //! helper has not taken the posted half by then (busy with another caller's, not scheduled
@@ -33,6 +41,8 @@ struct Helper {
     /// Written by the caller that moved `state` IDLE → CLAIMED, read by the helper after it
     /// moved POSTED → TAKEN: never accessed by two threads at once.
     task: UnsafeCell<Option<Task>>,
+    /// The caller waiting for the task, handed over with it (same protocol as `task`).
+    waiter: UnsafeCell<Option<Thread>>,
     panicked: AtomicBool,
     thread: Thread,
     generation: u64,
@@ -49,7 +59,7 @@ impl Helper {
             // A short spin first: a single client's next request comes within microseconds.
             let mut spins = 0u32;
             while self.state.load(Ordering::Acquire) != POSTED {
-                if spins < 2_000 {
+                if spins < 500 {
                     std::hint::spin_loop();
                     spins += 1;
                 } else {
@@ -65,15 +75,26 @@ impl Helper {
             }
             // SAFETY: TAKEN gives this thread the task; its caller waits for DONE before
             // the closure's borrows end (`Posted::drop`).
-            let task = unsafe { (*self.task.get()).take() };
+            let (task, waiter) = unsafe { ((*self.task.get()).take(), (*self.waiter.get()).take()) };
             if let Some(task) = task {
                 // SAFETY: as above: the closure is alive and nobody else calls it.
                 let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { (*task)() }));
                 self.panicked.store(ok.is_err(), Ordering::Relaxed);
             }
             self.state.store(DONE, Ordering::Release);
+            if let Some(w) = waiter {
+                w.unpark();
+            }
         }
     }
+}
+
+static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+static FORCED: AtomicBool = AtomicBool::new(false);
+
+/// Pairs the halves whatever `FERROHSM_CRT_PAIR` says (tests, benches).
+pub fn force_on() {
+    FORCED.store(true, Ordering::Relaxed);
 }
 
 /// The helper of this process (a fresh one after a fork: the parent's thread is not in the
@@ -81,7 +102,13 @@ impl Helper {
 fn helper() -> Option<Arc<Helper>> {
     static HELPER: arc_swap::ArcSwapOption<Helper> = arc_swap::ArcSwapOption::const_empty();
     static SINGLE_CORE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *SINGLE_CORE.get_or_init(|| std::thread::available_parallelism().map_or(true, |n| n.get() < 2)) {
+    // Off unless FERROHSM_CRT_PAIR=1: on the shared 2-core Zen 3 (load average 5-6) a lone
+    // signature with the halves paired was 5-8% slower than on one thread (see the top
+    // comment), and no idle core was there to show the gain.
+    if *SINGLE_CORE.get_or_init(|| std::thread::available_parallelism().map_or(true, |n| n.get() < 2))
+        || !(FORCED.load(Ordering::Relaxed)
+            || *ENABLED.get_or_init(|| std::env::var_os("FERROHSM_CRT_PAIR").is_some_and(|v| v == "1")))
+    {
         return None;
     }
     let generation = crate::fork::generation();
@@ -102,6 +129,7 @@ fn helper() -> Option<Arc<Helper>> {
     let fresh = Arc::new(Helper {
         state: AtomicU8::new(IDLE),
         task: UnsafeCell::new(None),
+        waiter: UnsafeCell::new(None),
         panicked: AtomicBool::new(false),
         thread: spawned.thread().clone(),
         generation,
@@ -157,17 +185,21 @@ impl Posted<'_> {
             // (the `'a` borrow) and called by this thread only.
             unsafe {
                 *h.task.get() = None;
+                *h.waiter.get() = None;
                 (*self.task)();
             }
             return true;
         }
+        // The helper runs the same amount of work as the caller just did: a short spin, then
+        // park (it unparks this thread when done), so a helper that lost its core to other
+        // processes does not also cost the caller's.
         let mut spins = 0u32;
         while h.state.load(Ordering::Acquire) != DONE {
-            if spins < 1_000_000 {
+            if spins < 2_000 {
                 std::hint::spin_loop();
                 spins += 1;
             } else {
-                std::thread::yield_now();
+                std::thread::park();
             }
         }
         !h.panicked.swap(false, Ordering::Relaxed)
@@ -204,7 +236,10 @@ pub fn join(other: &mut (dyn FnMut() + Send), mine: &mut dyn FnMut()) {
     // `other` is not touched but through this pointer meanwhile.
     let task: Task = unsafe { std::mem::transmute::<&mut (dyn FnMut() + Send), Task>(other) };
     // SAFETY: CLAIMED gives this thread the slot.
-    unsafe { *h.task.get() = Some(task) };
+    unsafe {
+        *h.task.get() = Some(task);
+        *h.waiter.get() = Some(std::thread::current());
+    }
     let mut posted = Posted {
         helper: &h,
         task,
@@ -225,6 +260,7 @@ mod tests {
 
     #[test]
     fn both_halves_run_once_whoever_runs_them() {
+        force_on();
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {
@@ -245,6 +281,7 @@ mod tests {
 
     #[test]
     fn a_panic_on_either_side_reaches_the_caller_and_the_helper_recovers() {
+        force_on();
         let r = std::panic::catch_unwind(|| {
             let mut other = || panic!("other");
             let mut mine = || std::thread::sleep(std::time::Duration::from_millis(20));

@@ -240,7 +240,12 @@ pub struct FillRule {
 /// 638 / 282 per second against mulx's 9,689 / 2,018 / 672 / 318 — ahead at RSA-1024,
 /// level at 2048, behind at 3072 and 4096, where Intel batches go to mulx too. On AMD Zen 3,
 /// where OpenSSL's mulx code is slower relative to vector multiplies (engine notes: a 4-lane
-/// prototype at 1.35-1.45x OpenSSL at RSA-2048), full batches stay on avx2.
+/// prototype at 1.35-1.45x OpenSSL at RSA-2048), full batches stay on avx2. Measured on a
+/// Zen 3 without AVX-512 (family 25 model 1, `benches/rsa_stages.rs`, 2026-12-03): full avx2
+/// batches 10,721 / 1,895 / 659 / 286 signatures/s per core at RSA-1024 / 2048 / 3072 / 4096
+/// against mulx's 7,233 / 1,297 / 435 / 195 (1.46-1.51x), a lone request on a half-empty
+/// avx2 call at half the batch rate (behind mulx at every size): the rules hold there as
+/// they are, no model needs one of its own (table in docs/performance.md).
 pub const FILL_POLICY: &[FillRule] = &[
     FillRule {
         family: "avx2",

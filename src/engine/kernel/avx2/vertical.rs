@@ -465,3 +465,51 @@ fn powmod_public_avx2<const L: usize, const W: i32>(lanes: &[PublicLane]) -> [[u
     let r = amm::<L, W>(&acc, &one, &n, k0, &mut s);
     untranspose::<L>(&csub::<L, W>(&r, &n))
 }
+
+/// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
+/// L limbs (the minimum over `reps` timed runs of 64 operations each), on a made-up modulus.
+#[doc(hidden)]
+pub fn op_cycles<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
+    assert!(available());
+    // SAFETY: the CPU has AVX2 (asserted above).
+    unsafe { op_cycles_avx2::<L, W>(reps) }
+}
+
+#[target_feature(enable = "avx2")]
+fn op_cycles_avx2<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
+    let mut s = Scratch::<L>::new();
+    let mut mm = [0u64; L];
+    for (j, v) in mm.iter_mut().enumerate() {
+        *v = (0x0bad_cafe_u64.wrapping_mul(j as u64 + 7) ^ 0x5a5a_5a5a) & mask(W as u32);
+    }
+    mm[0] |= 1;
+    mm[L - 1] = (1 << (W - 3)) | 1;
+    let m = transpose::<L>(1, &|_| &mm[..]);
+    let k0 = scalar_per_lane(1, &|_| super::limbs::mont_k0(mm[0], W as u32));
+    let mut x = m;
+    x[0] = _mm256_set1_epi64x(12345);
+    let table = vec![x; 1 << WINDOW];
+    let time = |f: &mut dyn FnMut()| {
+        let mut best = u64::MAX;
+        for _ in 0..reps {
+            // SAFETY: rdtsc has no preconditions.
+            let t = unsafe { _rdtsc() };
+            for _ in 0..64 {
+                f();
+            }
+            // SAFETY: as above.
+            best = best.min((unsafe { _rdtsc() } - t) / 64);
+        }
+        best
+    };
+    let mut y = x;
+    let a = time(&mut || y = amm::<L, W>(&y, &x, &m, k0, &mut s));
+    let b = time(&mut || y = ams::<L, W>(&y, &m, k0, &mut s));
+    let mut idx = _mm256_set1_epi64x(3);
+    let c = time(&mut || {
+        let e = select::<L>(&table, idx);
+        idx = _mm256_and_si256(_mm256_add_epi64(idx, e[0]), _mm256_set1_epi64x(31));
+    });
+    std::hint::black_box(y);
+    [a, b, c]
+}

@@ -10,6 +10,7 @@ pub mod key;
 pub mod limbs;
 #[cfg(target_arch = "x86_64")]
 pub mod mulx;
+pub mod pair;
 pub mod portable;
 #[cfg(test)]
 mod tests;

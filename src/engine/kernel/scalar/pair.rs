@@ -1,0 +1,301 @@
+//! The two CRT halves of a lone request side by side: the caller computes one half while a
+//! helper thread computes the other on an idle core, which halves a single client's latency.
+//!
+//! Measured on a 2-core AMD EPYC Zen 3 (`benches/rsa_stages.rs`, 2026-12-03): a lone mulx
+//! RSA-2048 signature spends 96% of its 1.89 M TSC cycles in its two half exponentiations
+//! (0.91 M each) and 2.5% in the check; `openssl speed` signs in 1.64 M on one core. With
+//! the halves on both cores the signature costs one half plus the hand-off.
+//!
+//! Measured through PKCS#11 on that machine while other work kept both cores busy (load
+//! average 5-6; `ferrohsm-util bench --threads 1`, pair on and off alternating, same minutes):
+//! RSA-1024 6,284-6,318/s paired against 6,606-6,640/s on one thread, RSA-2048 1,333-1,335
+//! against 1,273-1,359, RSA-4096 167-175 against 181-187. The helper's core was never idle
+//! there, and a half the helper has taken cannot be taken back: so the pairing is off unless
+//! `FERROHSM_CRT_PAIR=1` (for machines with cores to spare); `benches/rsa_stages.rs` prints
+//! the join's wall time (one half's time when the helper gets a core at once).
+//!
+//! One helper thread per process (per fork generation), started on first use, parked when
+//! idle. Nothing ever waits for it: the caller posts its half, runs the other, and if the
+//! helper has not taken the posted half by then (busy with another caller's, not scheduled
+//! because the cores are busy, or not yet awake) the caller takes it back and runs it
+//! itself. So a request never takes longer than on one thread (but for one unpark), and
+//! under load, when no core is idle, the halves simply run one after the other. The split
+//! changes no arithmetic: each half is the same constant-time code on either thread.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::Thread;
+
+const IDLE: u8 = 0;
+/// A caller is writing its task (or took it back, or is running it itself).
+const CLAIMED: u8 = 1;
+const POSTED: u8 = 2;
+const TAKEN: u8 = 3;
+const DONE: u8 = 4;
+
+type Task = *mut (dyn FnMut() + Send);
+
+struct Helper {
+    state: AtomicU8,
+    /// Written by the caller that moved `state` IDLE → CLAIMED, read by the helper after it
+    /// moved POSTED → TAKEN: never accessed by two threads at once.
+    task: UnsafeCell<Option<Task>>,
+    /// The caller waiting for the task, handed over with it (same protocol as `task`).
+    waiter: UnsafeCell<Option<Thread>>,
+    panicked: AtomicBool,
+    thread: Thread,
+    generation: u64,
+}
+
+// SAFETY: `task` is handed over by the state protocol above (acquire/release on `state`).
+unsafe impl Sync for Helper {}
+// SAFETY: as above; the task pointer is only dereferenced while its owner waits (`Posted`).
+unsafe impl Send for Helper {}
+
+impl Helper {
+    fn run(&self) {
+        loop {
+            // A short spin first: a single client's next request comes within microseconds.
+            let mut spins = 0u32;
+            while self.state.load(Ordering::Acquire) != POSTED {
+                if spins < 500 {
+                    std::hint::spin_loop();
+                    spins += 1;
+                } else {
+                    std::thread::park();
+                }
+            }
+            if self
+                .state
+                .compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue; // taken back by its caller
+            }
+            // SAFETY: TAKEN gives this thread the task; its caller waits for DONE before
+            // the closure's borrows end (`Posted::drop`).
+            let (task, waiter) = unsafe { ((*self.task.get()).take(), (*self.waiter.get()).take()) };
+            if let Some(task) = task {
+                // SAFETY: as above: the closure is alive and nobody else calls it.
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { (*task)() }));
+                self.panicked.store(ok.is_err(), Ordering::Relaxed);
+            }
+            self.state.store(DONE, Ordering::Release);
+            if let Some(w) = waiter {
+                w.unpark();
+            }
+        }
+    }
+}
+
+static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+static FORCED: AtomicBool = AtomicBool::new(false);
+
+/// Pairs the halves whatever `FERROHSM_CRT_PAIR` says (tests, benches).
+pub fn force_on() {
+    FORCED.store(true, Ordering::Relaxed);
+}
+
+/// The helper of this process (a fresh one after a fork: the parent's thread is not in the
+/// child), or None on a single core.
+fn helper() -> Option<Arc<Helper>> {
+    static HELPER: arc_swap::ArcSwapOption<Helper> = arc_swap::ArcSwapOption::const_empty();
+    static SINGLE_CORE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // Off unless FERROHSM_CRT_PAIR=1: on the shared 2-core Zen 3 (load average 5-6) a lone
+    // signature with the halves paired was 5-8% slower than on one thread (see the top
+    // comment), and no idle core was there to show the gain.
+    if *SINGLE_CORE.get_or_init(|| std::thread::available_parallelism().map_or(true, |n| n.get() < 2))
+        || !(FORCED.load(Ordering::Relaxed)
+            || *ENABLED.get_or_init(|| std::env::var_os("FERROHSM_CRT_PAIR").is_some_and(|v| v == "1")))
+    {
+        return None;
+    }
+    let generation = crate::fork::generation();
+    let current = HELPER.load_full();
+    if let Some(h) = current.as_ref().filter(|h| h.generation == generation) {
+        return Some(h.clone());
+    }
+    // Only the caller that installs its helper starts a thread for it.
+    let (tx, rx) = std::sync::mpsc::channel::<Arc<Helper>>();
+    let spawned = std::thread::Builder::new()
+        .name("ferrohsm-crt".into())
+        .spawn(move || {
+            if let Ok(h) = rx.recv() {
+                h.run();
+            }
+        })
+        .ok()?;
+    let fresh = Arc::new(Helper {
+        state: AtomicU8::new(IDLE),
+        task: UnsafeCell::new(None),
+        waiter: UnsafeCell::new(None),
+        panicked: AtomicBool::new(false),
+        thread: spawned.thread().clone(),
+        generation,
+    });
+    let previous = HELPER.compare_and_swap(&current, Some(fresh.clone()));
+    let won = match (&*previous, &current) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    };
+    if won {
+        // A helper from before a fork belongs to the parent: abandon it, never drop it.
+        std::mem::forget(arc_swap::Guard::into_inner(previous));
+        let _ = tx.send(fresh.clone());
+        Some(fresh)
+    } else {
+        drop(tx); // its thread ends
+        let h = HELPER.load_full();
+        h.filter(|h| h.generation == generation)
+    }
+}
+
+/// A task handed to the helper: on drop (also when the caller's own half panics) the task is
+/// taken back or waited for, so its borrows outlive every use.
+struct Posted<'a> {
+    helper: &'a Helper,
+    task: Task,
+    finished: bool,
+    _borrow: std::marker::PhantomData<&'a mut ()>,
+}
+
+/// Sets the helper idle when dropped (also when a task taken back panics on the caller).
+struct Release<'a>(&'a AtomicU8);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.store(IDLE, Ordering::Release);
+    }
+}
+
+impl Posted<'_> {
+    /// Runs the task here if the helper has not started it; else waits for it. Whether it
+    /// ran without a panic on the helper.
+    fn finish(&mut self) -> bool {
+        self.finished = true;
+        let h = self.helper;
+        let _idle = Release(&h.state);
+        if h.state
+            .compare_exchange(POSTED, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: CLAIMED: the helper no longer reads the slot, and the closure is alive
+            // (the `'a` borrow) and called by this thread only.
+            unsafe {
+                *h.task.get() = None;
+                *h.waiter.get() = None;
+                (*self.task)();
+            }
+            return true;
+        }
+        // The helper runs the same amount of work as the caller just did: a short spin, then
+        // park (it unparks this thread when done), so a helper that lost its core to other
+        // processes does not also cost the caller's.
+        let mut spins = 0u32;
+        while h.state.load(Ordering::Acquire) != DONE {
+            if spins < 2_000 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::park();
+            }
+        }
+        !h.panicked.swap(false, Ordering::Relaxed)
+    }
+}
+
+impl Drop for Posted<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finish();
+        }
+    }
+}
+
+/// Runs `other` and `mine`, `other` on the helper thread if it is free, `mine` on the caller;
+/// both on the caller otherwise. Panics if `other` panicked on the helper.
+pub fn join(other: &mut (dyn FnMut() + Send), mine: &mut dyn FnMut()) {
+    let Some(h) = helper() else {
+        other();
+        mine();
+        return;
+    };
+    if h.state
+        .compare_exchange(IDLE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        // Another caller's halves are on it.
+        other();
+        mine();
+        return;
+    }
+    // SAFETY: the lifetime is erased for the slot only: `Posted` (dropped before `other`'s
+    // borrow ends, on every path) takes the task back or waits until the helper is done, and
+    // `other` is not touched but through this pointer meanwhile.
+    let task: Task = unsafe { std::mem::transmute::<&mut (dyn FnMut() + Send), Task>(other) };
+    // SAFETY: CLAIMED gives this thread the slot.
+    unsafe {
+        *h.task.get() = Some(task);
+        *h.waiter.get() = Some(std::thread::current());
+    }
+    let mut posted = Posted {
+        helper: &h,
+        task,
+        finished: false,
+        _borrow: std::marker::PhantomData,
+    };
+    h.state.store(POSTED, Ordering::Release);
+    h.thread.unpark();
+    mine();
+    let ok = posted.finish();
+    drop(posted);
+    assert!(ok, "a CRT half panicked on the helper thread");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_halves_run_once_whoever_runs_them() {
+        force_on();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..2000u64 {
+                        let (mut a, mut b) = (0u64, 0u64);
+                        let mut other = || a += i + t;
+                        let mut mine = || b += 2 * i;
+                        join(&mut other, &mut mine);
+                        assert_eq!((a, b), (i + t, 2 * i));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_panic_on_either_side_reaches_the_caller_and_the_helper_recovers() {
+        force_on();
+        let r = std::panic::catch_unwind(|| {
+            let mut other = || panic!("other");
+            let mut mine = || std::thread::sleep(std::time::Duration::from_millis(20));
+            join(&mut other, &mut mine);
+        });
+        assert!(r.is_err());
+        let r = std::panic::catch_unwind(|| {
+            let mut other = || std::thread::sleep(std::time::Duration::from_millis(5));
+            let mut mine = || panic!("mine");
+            join(&mut other, &mut mine);
+        });
+        assert!(r.is_err());
+        let (mut a, mut b) = (0, 0);
+        join(&mut || a = 1, &mut || b = 2);
+        assert_eq!((a, b), (1, 2));
+    }
+}

@@ -444,6 +444,57 @@ mod tests {
         assert_eq!(release_checked(vec![1, 2, 3], |_| Ok(())).unwrap(), vec![1, 2, 3]);
     }
 
+    /// Log lines of this test process (each test runs in its own process under nextest).
+    struct Capture(parking_lot::Mutex<Vec<String>>);
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record) {
+            self.0.lock().push(format!("{}: {}", r.level(), r.args()));
+        }
+        fn flush(&self) {}
+    }
+    static CAPTURE: Capture = Capture(parking_lot::Mutex::new(Vec::new()));
+
+    /// The fault table: a bit of k flipped after R, of R, of s or of d, on every ECDSA curve;
+    /// each time the signature is withheld (CKR_DEVICE_ERROR) with an error log line, and the
+    /// next signature, without a fault, is released and verifies.
+    #[test]
+    fn a_faulty_ecdsa_signature_is_withheld_on_every_curve() {
+        use super::ec_sign::fault::{Fault, NEXT};
+        log::set_logger(&CAPTURE).expect("run under nextest: one test per process");
+        log::set_max_level(log::LevelFilter::Error);
+        let hash = [0x5au8; 32];
+        for c in [Curve::P256, Curve::P384, Curve::P521] {
+            let k = PrivateKey::generate(c).unwrap();
+            let pk = k.public();
+            for fault in [Fault::NonceAfterR, Fault::R, Fault::S, Fault::Key] {
+                CAPTURE.0.lock().clear();
+                NEXT.with(|f| f.set(Some(fault)));
+                let got = k.sign(&hash);
+                assert_eq!(
+                    got.as_ref().map_err(|e| e.0),
+                    Err(CKR_DEVICE_ERROR),
+                    "{c:?} {fault:?}: a faulty signature came out"
+                );
+                assert!(
+                    NEXT.with(|f| f.get()).is_none(),
+                    "{c:?} {fault:?}: the fault was not applied"
+                );
+                let lines = CAPTURE.0.lock().clone();
+                assert!(
+                    lines
+                        .iter()
+                        .any(|l| l.starts_with("ERROR: EC signature failed verification")),
+                    "{c:?} {fault:?}: no log line, got {lines:?}"
+                );
+                let sig = k.sign(&hash).unwrap();
+                pk.verify(&hash, &sig).unwrap();
+            }
+        }
+    }
+
     fn hex_bytes(s: &str) -> Vec<u8> {
         (0..s.len())
             .step_by(2)

@@ -263,11 +263,72 @@ pub fn sign<C: SignCurve>(d: &NonZeroScalar<C>, z: &[u8], hash: &[u8], ad: &[u8]
         };
         let k = Zeroizing::new(k);
         let (r, s) = C::r_s(d, &zs, &k);
+        #[cfg(test)]
+        let (r, s) = fault::apply::<C>(r, s, d, &zs, &k);
         if let Ok(mut sig) = Signature::<C>::from_scalars(r, s) {
             if C::NORMALIZE_S {
                 sig = sig.normalize_s();
             }
             return sig;
+        }
+    }
+}
+
+/// Fault injection for the tests (compiled only into unit tests): what a glitch in the signer
+/// would produce, one bit flipped in k after R was computed, in R, in s, or in d, as the
+/// signature that comes out. The check before release must stop every one of them
+/// (`mechanism::ec`'s fault table).
+#[cfg(test)]
+pub mod fault {
+    use super::*;
+    use std::cell::Cell;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Fault {
+        /// s computed with k ^ 1 (k changed after r = x(k·G)).
+        NonceAfterR,
+        /// r ^ 1 released (s computed with the right r).
+        R,
+        /// s ^ 1.
+        S,
+        /// s computed with d ^ 1.
+        Key,
+    }
+
+    thread_local! {
+        /// The fault the next signature on this thread suffers; cleared once applied.
+        pub static NEXT: Cell<Option<Fault>> = const { Cell::new(None) };
+    }
+
+    fn flip<C: SignCurve>(v: &Scalar<C>) -> Scalar<C> {
+        let mut b = v.to_repr();
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&b)
+    }
+
+    pub(super) fn apply<C: SignCurve>(
+        r: Scalar<C>,
+        s: Scalar<C>,
+        d: &NonZeroScalar<C>,
+        zs: &Scalar<C>,
+        k: &NonZeroScalar<C>,
+    ) -> (Scalar<C>, Scalar<C>) {
+        match NEXT.with(|f| f.take()) {
+            None => (r, s),
+            Some(Fault::NonceAfterR) => {
+                let k2 = flip::<C>(k.as_ref());
+                (
+                    r,
+                    elliptic_curve::Field::invert(&k2).unwrap() * (*zs + r * d.as_ref()),
+                )
+            }
+            Some(Fault::R) => (flip::<C>(&r), s),
+            Some(Fault::S) => (r, flip::<C>(&s)),
+            Some(Fault::Key) => {
+                let d2 = flip::<C>(d.as_ref());
+                (r, *k.invert() * (*zs + r * d2))
+            }
         }
     }
 }

@@ -350,15 +350,8 @@ pub fn schedulers() -> Arc<(u64, Vec<scheduler::Scheduler>)> {
                 .map(|(i, f)| scheduler::Scheduler::new(i, *f))
                 .collect(),
         ));
-        let previous = SCHED.compare_and_swap(&current, Some(fresh.clone()));
-        let won = match (&*previous, &current) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        if won {
-            // Schedulers from before a fork belong to the parent: abandon them, never drop them.
-            std::mem::forget(arc_swap::Guard::into_inner(previous));
+        // Schedulers from before a fork belong to the parent: `replace_stale` abandons them.
+        if crate::fork::replace_stale(&SCHED, &current, &fresh) {
             return fresh;
         }
     }

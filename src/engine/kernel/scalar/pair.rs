@@ -134,15 +134,8 @@ fn helper() -> Option<Arc<Helper>> {
         thread: spawned.thread().clone(),
         generation,
     });
-    let previous = HELPER.compare_and_swap(&current, Some(fresh.clone()));
-    let won = match (&*previous, &current) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
-    };
-    if won {
-        // A helper from before a fork belongs to the parent: abandon it, never drop it.
-        std::mem::forget(arc_swap::Guard::into_inner(previous));
+    // A helper from before a fork belongs to the parent: `replace_stale` abandons it.
+    if crate::fork::replace_stale(&HELPER, &current, &fresh) {
         let _ = tx.send(fresh.clone());
         Some(fresh)
     } else {

@@ -97,17 +97,21 @@ fn key_bytes(n: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// Signs in parts of the given sizes (cycled), then verifies in the same parts.
+/// `data` cut into consecutive pieces of `sizes` (cycled; the last piece may be shorter).
+fn pieces<'a>(data: &'a [u8], sizes: &'a [usize]) -> impl Iterator<Item = &'a [u8]> {
+    let mut at = 0;
+    sizes.iter().cycle().map_while(move |&n| {
+        let piece = data.get(at..(at + n).min(data.len())).filter(|p| !p.is_empty())?;
+        at += piece.len();
+        Some(piece)
+    })
+}
+
+/// Signs in parts of the given sizes (cycled).
 fn sign_parts(s: &Session, mech: &Mechanism, key: ObjectHandle, data: &[u8], sizes: &[usize]) -> Vec<u8> {
     s.sign_init(mech, key).unwrap();
-    let mut at = 0;
-    for &n in sizes.iter().cycle() {
-        if at >= data.len() {
-            break;
-        }
-        let end = (at + n).min(data.len());
-        s.sign_update(&data[at..end]).unwrap();
-        at = end;
+    for piece in pieces(data, sizes) {
+        s.sign_update(piece).unwrap();
     }
     s.sign_final().unwrap()
 }
@@ -547,17 +551,11 @@ fn raw_sign_parts(
         if rv != CKR_OK {
             return Err(rv);
         }
-        let mut at = 0;
-        for &n in sizes.iter().cycle() {
-            if at >= data.len() {
-                break;
-            }
-            let end = (at + n).min(data.len());
-            let rv = (r.f.C_SignUpdate.unwrap())(h, data[at..end].as_ptr() as *mut u8, (end - at) as _);
+        for piece in pieces(data, sizes) {
+            let rv = (r.f.C_SignUpdate.unwrap())(h, piece.as_ptr() as *mut u8, piece.len() as _);
             if rv != CKR_OK {
                 return Err(rv);
             }
-            at = end;
         }
         let mut out = vec![0u8; 64];
         let mut len = out.len() as CK_ULONG;

@@ -6,16 +6,9 @@
 use ferrohsm::engine::kernel::scalar::{exp, key::ScalarKey, portable::Portable, Arith};
 use ferrohsm::engine::{generate, PreparedKey};
 
-/// This thread's CPU time in seconds.
-fn cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+#[path = "common/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::cpu;
 
 /// Operations per CPU second of `f` (each call does `per_call` operations), best of 3 rounds.
 fn rate(per_call: usize, mut f: impl FnMut()) -> f64 {

@@ -8,16 +8,9 @@ use ferrohsm::mechanism::ec_sign;
 use p256::elliptic_curve::ff::PrimeField;
 use p256::elliptic_curve::Curve;
 
-/// This thread's CPU time in seconds.
-fn cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+#[path = "common/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::cpu;
 
 /// µs of CPU per call of `f`, best of 3 rounds of 0.3 s.
 fn us(mut f: impl FnMut()) -> f64 {

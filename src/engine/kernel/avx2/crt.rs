@@ -251,17 +251,16 @@ pub fn private_op_unchecked(jobs: &[(&CrtKey, &[u8])]) -> Vec<Zeroizing<Vec<u8>>
 /// vector kernel, whose 74-limb lanes are half empty, take 144 k: `benches/rsa_stages.rs`),
 /// else on the vector kernel.
 pub fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
-    if jobs.iter().all(|(k, _)| k.n64.is_some()) {
-        return jobs
+    let moduli: Option<Vec<&Modulus>> = jobs.iter().map(|(k, _)| k.n64.as_ref()).collect();
+    match moduli {
+        Some(moduli) => jobs
             .iter()
             .zip(sigs)
-            .map(|((k, input), s)| match &k.n64 {
-                Some(n) => check_public::<Mulx>(n, k.e, k.modulus_len, input, s),
-                None => false,
-            })
-            .collect();
+            .zip(moduli)
+            .map(|(((k, input), s), n)| check_public::<Mulx>(n, k.e, k.modulus_len, input, s))
+            .collect(),
+        None => verify_batch_vector(jobs, sigs),
     }
-    verify_batch_vector(jobs, sigs)
 }
 
 /// s^e mod n == input for every job, on the vector kernel.

@@ -47,7 +47,29 @@ fn family<A: Arith>(d: &[u8; 32], z: &[u8; 32], k: &[u8; 32], table: &KeyTable, 
             }),
         ),
         (
-            "field invert (z of k·G)",
+            "field sqr, dependent chain (ns)",
+            us(|| {
+                let mut x = std::hint::black_box(fe);
+                for _ in 0..1000 {
+                    x = x.sqr();
+                }
+                std::hint::black_box(x);
+            }),
+        ),
+        (
+            "field mul, 4 chains (ns per mul)",
+            us(|| {
+                let mut x = std::hint::black_box([fe, fe.dbl(), fe.neg(), fe.sqr()]);
+                for _ in 0..250 {
+                    for v in x.iter_mut() {
+                        *v = v.mul(&fe);
+                    }
+                }
+                std::hint::black_box(x);
+            }),
+        ),
+        (
+            "field invert (divsteps, z of k·G)",
             us(|| {
                 std::hint::black_box(fe.invert());
             }),
@@ -59,7 +81,7 @@ fn family<A: Arith>(d: &[u8; 32], z: &[u8; 32], k: &[u8; 32], table: &KeyTable, 
             }),
         ),
         (
-            "scalar invert, Fermat",
+            "scalar invert (divsteps)",
             us(|| {
                 std::hint::black_box(sc.invert());
             }),

@@ -5,4 +5,5 @@
 //! (`mechanism::ec_sign`, `mechanism::ec_check`), which `mechanism::ec` drives.
 
 pub mod p256;
+pub mod safegcd;
 pub mod wnaf;

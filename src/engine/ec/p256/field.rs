@@ -10,6 +10,7 @@
 //! reduced in four such steps: separated operand scanning keeps the carry chains short and
 //! shared between `mul` and `sqr`. Add, sub and the final subtraction select with masks.
 
+use crate::engine::ec::safegcd::{pow2_mod, Modulus};
 use core::marker::PhantomData;
 use zeroize::Zeroize;
 
@@ -224,6 +225,9 @@ pub(crate) const fn r2_mod(m: &[u64; 4]) -> [u64; 4] {
 const ONE: [u64; 4] = r_mod(&P);
 /// R² mod p: the factor that takes a value into Montgomery form.
 const R2: [u64; 4] = r2_mod(&P);
+/// R³ mod p: takes the inverse of a Montgomery form back into Montgomery form.
+const R3: [u64; 4] = pow2_mod(&P, 768);
+const MODULUS: Modulus = Modulus::new(&P);
 
 /// Whether a < b (256-bit little-endian), in constant time: the final borrow of a - b.
 #[inline(always)]
@@ -332,23 +336,10 @@ impl<A: Arith> Fe<A> {
         self.0 == [0; 4]
     }
 
-    /// self^(p - 2) = self⁻¹ (0 for 0), constant time: a fixed addition chain of 255
-    /// squarings and 12 multiplications. p - 2 in 32-bit words, most significant first:
-    /// ffffffff 00000001 00000000 00000000 00000000 ffffffff ffffffff fffffffd.
+    /// self⁻¹ (0 for 0), constant time: Bernstein–Yang divsteps (`engine::ec::safegcd`) on
+    /// the Montgomery form a·R give (a·R)⁻¹, and one multiplication by R³ makes it a⁻¹·R.
     pub fn invert(&self) -> Fe<A> {
-        let x1 = *self;
-        let x2 = x1.sqr().mul(&x1); // 2^2 - 1
-        let x3 = x2.sqr().mul(&x1); // 2^3 - 1
-        let x6 = x3.sqr_n(3).mul(&x3);
-        let x12 = x6.sqr_n(6).mul(&x6);
-        let x15 = x12.sqr_n(3).mul(&x3);
-        let x30 = x15.sqr_n(15).mul(&x15);
-        let x32 = x30.sqr_n(2).mul(&x2); // ffffffff
-        let t = x32.sqr_n(32).mul(&x1); // ffffffff 00000001
-        let t = t.sqr_n(128).mul(&x32); // ... 00000000 x3, ffffffff
-        let t = t.sqr_n(32).mul(&x32); // ... ffffffff
-        let t = t.sqr_n(30).mul(&x30); // ... 30 ones
-        t.sqr_n(2).mul(&x1) // ... 01: fffffffd
+        Fe::from_limbs(MODULUS.invert(&self.0)).mul(&Fe::from_limbs(R3))
     }
 }
 

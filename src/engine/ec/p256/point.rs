@@ -108,7 +108,7 @@ impl<A: Arith> Jac<A> {
         sum
     }
 
-    /// The affine x-coordinate's canonical bytes (X·Z⁻², Z⁻¹ by the constant-time Fermat
+    /// The affine x-coordinate's canonical bytes (X·Z⁻², Z⁻¹ by the constant-time divsteps
     /// inversion); zero for the identity.
     pub fn x_affine(&self) -> [u8; 32] {
         let zi = self.z.invert();

@@ -1,11 +1,11 @@
 //! Arithmetic modulo P-256's group order n: Montgomery form (R = 2^256, four 64-bit limbs,
 //! fully reduced), constant time, for s = k⁻¹·(z + r·d) and the check's u1 = z·s⁻¹,
 //! u2 = r·s⁻¹. n has no special form, so each reduction step computes its quotient digit with
-//! n' = -n⁻¹ mod 2^64 (general word-by-word Montgomery). Inversion is Fermat's a^(n-2) with a
-//! fixed 4-bit window: the exponent is public, so its digits may steer the loop; the base
-//! (k, a secret) only meets multiplications and squarings.
+//! n' = -n⁻¹ mod 2^64 (general word-by-word Montgomery). Inversion (of the secret k, and of
+//! the public s) by the constant-time divsteps of `engine::ec::safegcd`.
 
 use super::field::{add_mod, limbs_from_be, limbs_to_be, lt, mul_wide, r2_mod, r_mod, sub_mod_once};
+use crate::engine::ec::safegcd::{pow2_mod, Modulus};
 use zeroize::Zeroize;
 
 /// n, little-endian limbs.
@@ -28,6 +28,8 @@ const N0: u64 = {
 };
 
 const R2: [u64; 4] = r2_mod(&N);
+const R3: [u64; 4] = pow2_mod(&N, 768);
+const MODULUS: Modulus = Modulus::new(&N);
 
 /// An integer modulo n in Montgomery form (a·R mod n), below n.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Zeroize)]
@@ -100,33 +102,9 @@ impl Scalar {
         Scalar(add_mod(&self.0, &b.0, &N))
     }
 
-    /// Constant time in the value (the window digits come from the public n - 2).
+    /// self⁻¹ (0 for 0), constant time: divsteps on a·R give (a·R)⁻¹, times R³ gives a⁻¹·R.
     pub fn invert(&self) -> Scalar {
-        // n - 2, most significant 4-bit digit first.
-        let e = limbs_to_be(&{
-            let mut m = N;
-            m[0] -= 2;
-            m
-        });
-        let mut table = [Scalar::ONE; 16];
-        for i in 1..16 {
-            table[i] = table[i - 1].mul(self);
-        }
-        let mut r = Scalar::ONE;
-        for (i, byte) in e.iter().enumerate() {
-            for (j, digit) in [byte >> 4, byte & 15].into_iter().enumerate() {
-                if i + j > 0 {
-                    for _ in 0..4 {
-                        r = r.mul(&r);
-                    }
-                }
-                if digit != 0 {
-                    r = r.mul(&table[usize::from(digit)]);
-                }
-            }
-        }
-        table.zeroize();
-        r
+        Scalar(MODULUS.invert(&self.0)).mul(&Scalar(R3))
     }
 
     /// Whether zero (variable time: for public values).

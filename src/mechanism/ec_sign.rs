@@ -18,7 +18,7 @@
 //!
 //! Measured on the project's 2-core Xeon (IFMA), one thread, per signature: P-256 52 -> 34 µs,
 //! P-384 147 -> 91 µs (widths 4 and 5 were slower). The table is made once per process on
-//! first use: 88 kB on P-256, 200 kB on P-384, 367 kB on P-521. Zeroized: k, -k, k's bytes
+//! first use: 200 kB on P-384, 367 kB on P-521. Zeroized: k, -k, k's bytes
 //! and inverse, the selected table bytes. Not: the digits (registers), the decoded points and
 //! the running sum (field elements without Zeroize), and rfc6979's generator state (which
 //! cannot give back a k already used).

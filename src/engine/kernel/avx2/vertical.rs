@@ -134,7 +134,9 @@ fn add(a: V, b: V) -> V {
 }
 
 /// The carry chain at the end of an operation: the columns L..2L into normalised limbs (the
-/// value is below R, so nothing carries out of the top).
+/// value is below R, so nothing carries out of the top). `cols` may stop one short of L: the
+/// products of `amm` and `ams` reach column 2L − 2 at most, so their column 2L − 1 would be
+/// only the carry into it, which is then the top limb.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn normalize<const L: usize, const W: i32>(cols: &[V]) -> [V; L] {
@@ -146,12 +148,16 @@ fn normalize<const L: usize, const W: i32>(cols: &[V]) -> [V; L] {
         *o = _mm256_and_si256(t, mask);
         carry = _mm256_srli_epi64::<W>(t);
     }
+    if cols.len() < L {
+        out[L - 1] = carry;
+    }
     out
 }
 
 /// The working memory of `amm` and `ams`: the accumulator columns and the doubled operand.
 /// One per exponentiation, zeroized once at its end (zeroizing it in every operation cost
-/// 10-15% of the operation: its stores are volatile).
+/// 10-15% of the operation: its stores are volatile). The columns are never cleared between
+/// operations either: every operation assigns a column before it first adds to it.
 pub struct Scratch<const L: usize> {
     cols: [[V; L]; 2],
     a2: [V; L],
@@ -181,14 +187,25 @@ fn quotient(t: V, k0: V, mask: V) -> V {
     _mm256_and_si256(mul(_mm256_and_si256(t, mask), k0), mask)
 }
 
+/// x0·y0 + x1·y1 per lane.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn mac2(x0: V, y0: V, x1: V, y1: V) -> V {
+    add(mul(x0, y0), mul(x1, y1))
+}
+
 /// Almost-Montgomery multiplication a·b/R mod m (below 2m for a, b below 2m), per lane.
 ///
 /// Two rows per pass (rows i and i+1 of the product with their reduction rows): each column
-/// in the pass takes four products for one load and one store of its accumulator, and each
-/// limb of b and m loaded feeds two products. Column i is complete once a_i·b_0 is in, and
-/// fixes q_i; column i+1 once a_i·b_1, q_i·m_1, a_{i+1}·b_0 and column i's carry are in, and
-/// fixes q_{i+1}. A column takes at most 2L products of 2w bits and one carry: no overflow of
-/// 64 bits for L < 128 at w = 28 (the check of RSA-3072 has 110 limbs), L < 2048 at w = 26.
+/// in the pass takes four products for one load and one store of its accumulator. Column i is
+/// complete once a_i·b_0 is in, and fixes q_i; column i+1 once a_i·b_1, q_i·m_1, a_{i+1}·b_0
+/// and column i's carry are in, and fixes q_{i+1}. A column takes at most 2L products of 2w
+/// bits and one carry: no overflow of 64 bits for L < 128 at w = 28 (the check of RSA-3072
+/// has 110 limbs), L < 2048 at w = 26.
+///
+/// The pass over rows i, i+1 covers columns i..=i+L, of which the previous pass reached
+/// i+L−2: its top two columns, and every column of the first pass, are assigned, not added
+/// to, so the accumulator needs no clearing (2L stores, ~4% of an operation).
 #[target_feature(enable = "avx2")]
 #[inline]
 fn amm<const L: usize, const W: i32>(
@@ -198,49 +215,80 @@ fn amm<const L: usize, const W: i32>(
     k0: V,
     s: &mut Scratch<L>,
 ) -> [V; L] {
+    const { assert!(L >= 4) };
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
-    s.cols = [[_mm256_setzero_si256(); L]; 2];
     let acc = s.cols.as_flattened_mut();
-    let mut i = 0;
+    amm_pass::<L, W, true>(a[0], a[1], b, m, k0, mask, &mut acc[..=L]);
+    let mut i = 2;
     while i + 1 < L {
-        let (a0, a1) = (a[i], a[i + 1]);
-        // Columns i..=i+L, indexed from i.
-        let win = &mut acc[i..=i + L];
-        let t = add(win[0], mul(a0, b[0]));
-        let q0 = quotient(t, k0, mask);
-        let t = add(t, mul(q0, m[0]));
-        let u = add(
-            add(win[1], _mm256_srli_epi64::<W>(t)),
-            add(add(mul(a0, b[1]), mul(q0, m[1])), mul(a1, b[0])),
-        );
-        let q1 = quotient(u, k0, mask);
-        let u = add(u, mul(q1, m[0]));
-        win[2] = add(win[2], _mm256_srli_epi64::<W>(u));
-        for k in 2..L {
-            let row0 = add(mul(a0, b[k]), mul(q0, m[k]));
-            let row1 = add(mul(a1, b[k - 1]), mul(q1, m[k - 1]));
-            win[k] = add(win[k], add(row0, row1));
-        }
-        win[L] = add(win[L], add(mul(a1, b[L - 1]), mul(q1, m[L - 1])));
+        amm_pass::<L, W, false>(a[i], a[i + 1], b, m, k0, mask, &mut acc[i..=i + L]);
         i += 2;
     }
     if L % 2 == 1 {
-        // The last row alone (odd limb counts).
+        // The last row alone (odd limb counts), over columns L−1..=2L−2; the pass before
+        // reached 2L−3.
         let a0 = a[L - 1];
         let win = &mut acc[L - 1..2 * L - 1];
         let t = add(win[0], mul(a0, b[0]));
         let q0 = quotient(t, k0, mask);
         let t = add(t, mul(q0, m[0]));
         win[1] = add(win[1], _mm256_srli_epi64::<W>(t));
-        for k in 1..L {
-            win[k] = add(win[k], add(mul(a0, b[k]), mul(q0, m[k])));
+        for k in 1..L - 1 {
+            win[k] = add(win[k], mac2(a0, b[k], q0, m[k]));
         }
+        win[L - 1] = mac2(a0, b[L - 1], q0, m[L - 1]);
     }
-    normalize::<L, W>(&acc[L..])
+    normalize::<L, W>(&acc[L..2 * L - 1])
+}
+
+/// One pass of `amm` over rows i, i+1 (`a0`, `a1`): `win` is columns i..=i+L. The limbs of b
+/// and m loaded for column k serve column k+1's second row from a register (one load per
+/// operand and column, not two: the loads, not the multiplier, bounded the loop).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn amm_pass<const L: usize, const W: i32, const FIRST: bool>(
+    a0: V,
+    a1: V,
+    b: &[V; L],
+    m: &[V; L],
+    k0: V,
+    mask: V,
+    win: &mut [V],
+) {
+    let win = &mut win[..=L];
+    let p = mul(a0, b[0]);
+    let t = if FIRST { p } else { add(win[0], p) };
+    let q0 = quotient(t, k0, mask);
+    let t = add(t, mul(q0, m[0]));
+    let u = add(
+        _mm256_srli_epi64::<W>(t),
+        add(mac2(a0, b[1], q0, m[1]), mul(a1, b[0])),
+    );
+    let u = if FIRST { u } else { add(win[1], u) };
+    let q1 = quotient(u, k0, mask);
+    let u = add(u, mul(q1, m[0]));
+    // Column 2 takes the carry of column 1 with its products.
+    let (mut bp, mut mp) = (b[2], m[2]);
+    let s = add(
+        _mm256_srli_epi64::<W>(u),
+        add(mac2(a0, bp, q0, mp), mac2(a1, b[1], q1, m[1])),
+    );
+    win[2] = if FIRST { s } else { add(win[2], s) };
+    for k in 3..L - 1 {
+        let (bk, mk) = (b[k], m[k]);
+        let s = add(mac2(a0, bk, q0, mk), mac2(a1, bp, q1, mp));
+        win[k] = if FIRST { s } else { add(win[k], s) };
+        (bp, mp) = (bk, mk);
+    }
+    // The top two columns: first reached by this pass.
+    let (bk, mk) = (b[L - 1], m[L - 1]);
+    win[L - 1] = add(mac2(a0, bk, q0, mk), mac2(a1, bp, q1, mp));
+    win[L] = mac2(a1, bk, q1, mk);
 }
 
 /// Almost-Montgomery squaring a²/R mod m, per lane: each cross product once (by the doubled
-/// operand), the squares of the limbs, and the reduction, two rows per pass as in `amm`.
+/// operand), the squares of the limbs, and the reduction, two rows per pass as in `amm`
+/// (which also says why no column is cleared).
 ///
 /// Row i adds a_i² to column 2i and a_i·2a_j (j > i) to column i+j, its reduction q_i·m_j to
 /// column i+j. Column i is complete before q_i: its square terms come from rows below i/2 (and
@@ -250,71 +298,134 @@ fn amm<const L: usize, const W: i32>(
 #[target_feature(enable = "avx2")]
 #[inline]
 fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) -> [V; L] {
+    const { assert!(L >= 4) };
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
-    s.cols = [[_mm256_setzero_si256(); L]; 2];
     let acc = s.cols.as_flattened_mut();
     // The doubled operand once per squaring (below 2^(w+1): still a 32-bit multiplicand).
     let a2 = &mut s.a2;
     for j in 0..L {
         a2[j] = add(a[j], a[j]);
     }
-    acc[0] = mul(a[0], a[0]);
-    let mut i = 0;
+    let a2 = &*a2;
+    ams_first::<L, W>(a, a2, m, k0, mask, &mut acc[..=L]);
+    let mut i = 2;
     while i + 1 < L {
-        let (a0, a1) = (a[i], a[i + 1]);
-        let win = &mut acc[i..=i + L];
-        let t = win[0];
-        let q0 = quotient(t, k0, mask);
-        let t = add(t, mul(q0, m[0]));
-        let mut u = add(add(win[1], _mm256_srli_epi64::<W>(t)), mul(q0, m[1]));
-        if i == 0 {
-            u = add(u, mul(a0, a2[1]));
-        }
-        let q1 = quotient(u, k0, mask);
-        let u = add(u, mul(q1, m[0]));
-        win[2] = add(win[2], _mm256_srli_epi64::<W>(u));
-        // Reduction only.
-        for k in 2..i {
-            win[k] = add(win[k], add(mul(q0, m[k]), mul(q1, m[k - 1])));
-        }
-        if i >= 2 {
-            // k = i: a_i²; k = i+1: a_i·2a_{i+1} (both below L: i + 1 < L).
-            let red = add(mul(q0, m[i]), mul(q1, m[i - 1]));
-            win[i] = add(win[i], add(red, mul(a0, a0)));
-            let red = add(mul(q0, m[i + 1]), mul(q1, m[i]));
-            win[i + 1] = add(win[i + 1], add(red, mul(a0, a2[i + 1])));
-        }
-        if i + 2 < L {
-            // k = i+2: a_i·2a_{i+2} and a_{i+1}²; then both rows' cross products.
-            let red = add(mul(q0, m[i + 2]), mul(q1, m[i + 1]));
-            let sq = add(mul(a0, a2[i + 2]), mul(a1, a1));
-            win[i + 2] = add(win[i + 2], add(red, sq));
-            for k in i + 3..L {
-                let red = add(mul(q0, m[k]), mul(q1, m[k - 1]));
-                let sq = add(mul(a0, a2[k]), mul(a1, a2[k - 1]));
-                win[k] = add(win[k], add(red, sq));
-            }
-            win[L] = add(win[L], add(mul(q1, m[L - 1]), mul(a1, a2[L - 1])));
-        } else {
-            // i + 2 = L: column 2i+2 is the pass's last, with a_{i+1}².
-            win[L] = add(win[L], add(mul(q1, m[L - 1]), mul(a1, a1)));
-        }
+        ams_pass::<L, W>(i, a, a2, m, k0, mask, &mut acc[i..=i + L]);
         i += 2;
     }
     if L % 2 == 1 {
-        // The last row alone: its reduction, and a_{L-1}² in column 2L−2.
+        // The last row alone: its reduction, and a_{L-1}² in column 2L−2 (first reached here).
         let a0 = a[L - 1];
         let win = &mut acc[L - 1..2 * L - 1];
         let t = win[0];
         let q0 = quotient(t, k0, mask);
         let t = add(t, mul(q0, m[0]));
         win[1] = add(win[1], _mm256_srli_epi64::<W>(t));
-        for k in 1..L {
+        for k in 1..L - 1 {
             win[k] = add(win[k], mul(q0, m[k]));
         }
-        win[L - 1] = add(win[L - 1], mul(a0, a0));
+        win[L - 1] = mac2(q0, m[L - 1], a0, a0);
     }
-    normalize::<L, W>(&acc[L..])
+    normalize::<L, W>(&acc[L..2 * L - 1])
+}
+
+/// The first pass of `ams` (rows 0 and 1): every column is new, and both rows carry square
+/// terms from column 0 on (a_0², a_0·2a_1, a_0·2a_2 + a_1², then a_0·2a_k + a_1·2a_{k−1}).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn ams_first<const L: usize, const W: i32>(
+    a: &[V; L],
+    a2: &[V; L],
+    m: &[V; L],
+    k0: V,
+    mask: V,
+    win: &mut [V],
+) {
+    let win = &mut win[..=L];
+    let (a0, a1) = (a[0], a[1]);
+    let t = mul(a0, a0);
+    let q0 = quotient(t, k0, mask);
+    let t = add(t, mul(q0, m[0]));
+    let u = add(_mm256_srli_epi64::<W>(t), mac2(q0, m[1], a0, a2[1]));
+    let q1 = quotient(u, k0, mask);
+    let u = add(u, mul(q1, m[0]));
+    let (mut mp, mut ap) = (m[2], a2[2]);
+    win[2] = add(
+        add(_mm256_srli_epi64::<W>(u), mac2(q0, mp, q1, m[1])),
+        mac2(a0, ap, a1, a1),
+    );
+    for k in 3..L {
+        let (mk, ak) = (m[k], a2[k]);
+        win[k] = add(mac2(q0, mk, q1, mp), mac2(a0, ak, a1, ap));
+        (mp, ap) = (mk, ak);
+    }
+    win[L] = mac2(q1, mp, a1, ap);
+}
+
+/// A pass of `ams` over rows i, i+1 (i ≥ 2, even): `win` is columns i..=i+L. As in `amm_pass`,
+/// the limbs of m and 2a loaded for column k serve column k+1 from a register. The top two
+/// columns (L−1, L) are new to this pass; which square terms they take depends on how close
+/// row i is to the top (i + 2 = L, i + 3 = L, or below), a public fact.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn ams_pass<const L: usize, const W: i32>(
+    i: usize,
+    a: &[V; L],
+    a2: &[V; L],
+    m: &[V; L],
+    k0: V,
+    mask: V,
+    win: &mut [V],
+) {
+    let win = &mut win[..=L];
+    let (a0, a1) = (a[i], a[i + 1]);
+    let t = win[0];
+    let q0 = quotient(t, k0, mask);
+    let t = add(t, mul(q0, m[0]));
+    let u = add(add(win[1], _mm256_srli_epi64::<W>(t)), mul(q0, m[1]));
+    let q1 = quotient(u, k0, mask);
+    let u = add(u, mul(q1, m[0]));
+    win[2] = add(win[2], _mm256_srli_epi64::<W>(u));
+    // k = 2..i: the reduction only.
+    let mut mp = m[1];
+    for k in 2..i {
+        let mk = m[k];
+        win[k] = add(win[k], mac2(q0, mk, q1, mp));
+        mp = mk;
+    }
+    // k = i: a_i² (column 2i, below the top two).
+    let mk = m[i];
+    win[i] = add(win[i], add(mac2(q0, mk, q1, mp), mul(a0, a0)));
+    mp = mk;
+    // k = i+1: a_i·2a_{i+1}.
+    let mk = m[i + 1];
+    let s = add(mac2(q0, mk, q1, mp), mul(a0, a2[i + 1]));
+    mp = mk;
+    if i + 2 == L {
+        win[L - 1] = s;
+        win[L] = mac2(q1, mp, a1, a1);
+        return;
+    }
+    win[i + 1] = add(win[i + 1], s);
+    // k = i+2: a_i·2a_{i+2} + a_{i+1}².
+    let (mk, ak) = (m[i + 2], a2[i + 2]);
+    let s = add(mac2(q0, mk, q1, mp), mac2(a0, ak, a1, a1));
+    let mut ap = ak;
+    mp = mk;
+    if i + 3 == L {
+        win[L - 1] = s;
+        win[L] = mac2(q1, mp, a1, ap);
+        return;
+    }
+    win[i + 2] = add(win[i + 2], s);
+    for k in i + 3..L - 1 {
+        let (mk, ak) = (m[k], a2[k]);
+        win[k] = add(win[k], add(mac2(q0, mk, q1, mp), mac2(a0, ak, a1, ap)));
+        (mp, ap) = (mk, ak);
+    }
+    let (mk, ak) = (m[L - 1], a2[L - 1]);
+    win[L - 1] = add(mac2(q0, mk, q1, mp), mac2(a0, ak, a1, ap));
+    win[L] = mac2(q1, mk, a1, ak);
 }
 
 /// x + y, normalised (the sum must stay below R).
@@ -347,18 +458,89 @@ fn csub<const L: usize, const W: i32>(x: &[V; L], m: &[V; L]) -> [V; L] {
     y
 }
 
-/// Every lane's entry `idx` (per lane) of the table, reading every entry.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn select<const L: usize>(table: &[[V; L]], idx: V) -> [V; L] {
-    let mut r = [_mm256_setzero_si256(); L];
-    for (t, entry) in table.iter().enumerate() {
-        let hit = _mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64));
-        for j in 0..L {
-            r[j] = _mm256_or_si256(r[j], _mm256_and_si256(entry[j], hit));
+/// The window table of `modexp`, two limbs to a 64-bit lane (limb 2j in the low half, limb
+/// 2j+1 in the high half; table entries are normalised, so limbs are below 2^w ≤ 2^32). At
+/// RSA-2048, 32 entries of 37 ymm were 38 KB, more than a Zen 3's 32 KB L1 data cache, and the
+/// scan of the whole table at every window 10% of the exponentiation; packed, the table fits
+/// and the scan makes half the loads. Zeroized on drop.
+struct Table<const L: usize> {
+    v: Vec<V>,
+}
+
+impl<const L: usize> Table<L> {
+    /// Vectors per entry.
+    const PER: usize = L.div_ceil(2);
+
+    #[target_feature(enable = "avx2")]
+    fn new() -> Self {
+        Table {
+            v: vec![_mm256_setzero_si256(); Self::PER << WINDOW],
         }
     }
-    r
+
+    #[target_feature(enable = "avx2")]
+    fn put(&mut self, t: usize, x: &[V; L]) {
+        let e = &mut self.v[t * Self::PER..][..Self::PER];
+        for (j, e) in e.iter_mut().enumerate() {
+            let hi = if 2 * j + 1 < L {
+                x[2 * j + 1]
+            } else {
+                _mm256_setzero_si256()
+            };
+            *e = _mm256_or_si256(x[2 * j], _mm256_slli_epi64::<32>(hi));
+        }
+    }
+
+    /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of up
+    /// to 8 vectors held in registers through the scan.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn select(&self, idx: V) -> [V; L] {
+        let mut out = [_mm256_setzero_si256(); L];
+        let mut g = 0;
+        while g < Self::PER {
+            match Self::PER - g {
+                1 => self.scan::<1>(g, idx, &mut out),
+                2 => self.scan::<2>(g, idx, &mut out),
+                3 => self.scan::<3>(g, idx, &mut out),
+                4 => self.scan::<4>(g, idx, &mut out),
+                5 => self.scan::<5>(g, idx, &mut out),
+                6 => self.scan::<6>(g, idx, &mut out),
+                7 => self.scan::<7>(g, idx, &mut out),
+                _ => self.scan::<8>(g, idx, &mut out),
+            }
+            g += 8;
+        }
+        out
+    }
+
+    /// Packed vectors g..g+G of the selected entry, unpacked into limbs 2g..2g+2G of `out`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn scan<const G: usize>(&self, g: usize, idx: V, out: &mut [V; L]) {
+        let mut r = [_mm256_setzero_si256(); G];
+        for t in 0..1 << WINDOW {
+            let hit = _mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64));
+            let e = &self.v[t * Self::PER + g..][..G];
+            for j in 0..G {
+                r[j] = _mm256_or_si256(r[j], _mm256_and_si256(e[j], hit));
+            }
+        }
+        let low = _mm256_set1_epi64x(0xffff_ffff);
+        for (j, r) in r.iter().enumerate() {
+            let k = 2 * (g + j);
+            out[k] = _mm256_and_si256(*r, low);
+            if k + 1 < L {
+                out[k + 1] = _mm256_srli_epi64::<32>(*r);
+            }
+        }
+    }
+}
+
+impl<const L: usize> Drop for Table<L> {
+    fn drop(&mut self) {
+        self.v.zeroize();
+    }
 }
 
 /// Bits pos..pos+WINDOW of a little-endian exponent (positions are public).
@@ -397,22 +579,26 @@ fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usiz
         &amm::<L, W>(&hi, &rrr, &m, k0, &mut s),
     );
     x = csub::<L, W>(&x, &m2);
-    let mut table = vec![[_mm256_setzero_si256(); L]; 1 << WINDOW];
-    table[0] = amm::<L, W>(&rr, &one, &m, k0, &mut s);
-    table[1] = x;
-    for t in 2..table.len() {
-        table[t] = amm::<L, W>(&table[t - 1], &x, &m, k0, &mut s);
+    let mut table = Table::<L>::new();
+    let mut entry = amm::<L, W>(&rr, &one, &m, k0, &mut s);
+    table.put(0, &entry);
+    table.put(1, &x);
+    entry = x;
+    for t in 2..1 << WINDOW {
+        entry = amm::<L, W>(&entry, &x, &m, k0, &mut s);
+        table.put(t, &entry);
     }
+    entry.zeroize();
     let windows = exp_bits.div_ceil(WINDOW).max(1);
     let index = |w: usize| scalar_per_lane(n, &|k| window_bits(lanes[k].exp, w * WINDOW));
     let mut idx = index(windows - 1);
-    let mut acc = select::<L>(&table, idx);
+    let mut acc = table.select(idx);
     for w in (0..windows - 1).rev() {
         for _ in 0..WINDOW {
             acc = ams::<L, W>(&acc, &m, k0, &mut s);
         }
         idx = index(w);
-        let mut entry = select::<L>(&table, idx);
+        let mut entry = table.select(idx);
         acc = amm::<L, W>(&acc, &entry, &m, k0, &mut s);
         entry.zeroize();
     }
@@ -424,7 +610,7 @@ fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usiz
         v.zeroize();
     }
     idx.zeroize();
-    table.zeroize();
+    drop(table);
     out
 }
 
@@ -488,7 +674,10 @@ fn op_cycles_avx2<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
     let k0 = scalar_per_lane(1, &|_| super::limbs::mont_k0(mm[0], W as u32));
     let mut x = m;
     x[0] = _mm256_set1_epi64x(12345);
-    let table = vec![x; 1 << WINDOW];
+    let mut table = Table::<L>::new();
+    for t in 0..1 << WINDOW {
+        table.put(t, &x);
+    }
     let time = |f: &mut dyn FnMut()| {
         let mut best = u64::MAX;
         for _ in 0..reps {
@@ -507,7 +696,7 @@ fn op_cycles_avx2<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
     let b = time(&mut || y = ams::<L, W>(&y, &m, k0, &mut s));
     let mut idx = _mm256_set1_epi64x(3);
     let c = time(&mut || {
-        let e = select::<L>(&table, idx);
+        let e = table.select(idx);
         idx = _mm256_and_si256(_mm256_add_epi64(idx, e[0]), _mm256_set1_epi64x(31));
     });
     std::hint::black_box(y);

@@ -119,8 +119,12 @@ impl Mechanism {
             Mechanism::AesEncryptData { iv: None, .. } => CKM_AES_ECB_ENCRYPT_DATA,
             Mechanism::AesEncryptData { iv: Some(_), .. } => CKM_AES_CBC_ENCRYPT_DATA,
             Mechanism::Mac(m) => m.mechanism_type(),
-            Mechanism::PqKeyPairGen(kt) => pq::family(*kt).map_or(CK_UNAVAILABLE_INFORMATION, |f| f.key_pair_gen()),
-            Mechanism::PqSign { key_type, prehash, .. } => pq::mechanism_type(*key_type, *prehash),
+            Mechanism::PqKeyPairGen(kt) => {
+                pq::family(*kt).map_or(CK_UNAVAILABLE_INFORMATION, |f| f.key_pair_gen())
+            }
+            Mechanism::PqSign {
+                key_type, prehash, ..
+            } => pq::mechanism_type(*key_type, *prehash),
         }
     }
 

@@ -5,8 +5,8 @@ use super::attributes::Attributes;
 use super::operation::{SignKey, VerifyKey};
 use crate::engine::{self, KeyComponents, PreparedKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
-use crate::mechanism::{ec, pq};
 use crate::mechanism::ec_params::{self, Curve};
+use crate::mechanism::{ec, pq};
 use cryptoki_sys::*;
 use once_cell::sync::OnceCell;
 use std::sync::Arc;
@@ -263,9 +263,9 @@ fn derive_ec_attributes(a: &mut Attributes, class: CK_OBJECT_CLASS) -> Result<()
 }
 
 fn parameter_set(a: &Attributes) -> Result<CK_ULONG> {
-    a.ulong(CKA_PARAMETER_SET).ok_or(()).or_else(|_| {
-        fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_PARAMETER_SET is required")
-    })
+    a.ulong(CKA_PARAMETER_SET)
+        .ok_or(())
+        .or_else(|_| fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_PARAMETER_SET is required"))
 }
 
 /// The post-quantum private key of an object's attributes.

@@ -64,7 +64,9 @@ impl Input {
                 if b.len() + data.len() > EDDSA_MAX_MESSAGE {
                     return fail_because(
                         CKR_DATA_LEN_RANGE,
-                        format!("a multi-part message of this mechanism is limited to {EDDSA_MAX_MESSAGE} bytes"),
+                        format!(
+                            "a multi-part message of this mechanism is limited to {EDDSA_MAX_MESSAGE} bytes"
+                        ),
                     );
                 }
                 b.extend_from_slice(data);

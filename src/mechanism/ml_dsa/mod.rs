@@ -67,7 +67,12 @@ impl Family for MlDsa {
         from_seed(set, &seed[..])
     }
 
-    fn private_key(&self, set: CK_ULONG, seed: Option<&[u8]>, value: Option<&[u8]>) -> Result<Box<dyn PrivateKey>> {
+    fn private_key(
+        &self,
+        set: CK_ULONG,
+        seed: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<Box<dyn PrivateKey>> {
         // The expanded key alone is refused (PKCS#11 3.2 lets a token ask for the seed): the
         // crate cannot check an expanded key and may panic on a malformed one.
         let Some(seed) = seed else {
@@ -178,7 +183,12 @@ impl<P: MlDsaParams + 'static> PrivateKey for Private<P> {
         if hedged {
             getrandom::fill(&mut rnd).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         }
-        Ok(self.sk.expanded_key().sign_internal(message, &rnd).encode().to_vec())
+        Ok(self
+            .sk
+            .expanded_key()
+            .sign_internal(message, &rnd)
+            .encode()
+            .to_vec())
     }
 
     fn to_pkcs8(&self) -> Result<Zeroizing<Vec<u8>>> {
@@ -208,7 +218,10 @@ impl<P: MlDsaParams + 'static> Public<P> {
         let Ok(enc) = ml_dsa::EncodedVerifyingKey::<P>::try_from(value) else {
             return fail_because(
                 CKR_ATTRIBUTE_VALUE_INVALID,
-                format!("an ML-DSA public key of this parameter set is not {} bytes", value.len()),
+                format!(
+                    "an ML-DSA public key of this parameter set is not {} bytes",
+                    value.len()
+                ),
             );
         };
         // Every string of the right length is a public key (pkDecode has no failure).

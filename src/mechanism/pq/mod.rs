@@ -27,7 +27,12 @@ pub trait Family: Sync {
     /// A new key of parameter set `set`.
     fn generate(&self, set: CK_ULONG) -> Result<Box<dyn PrivateKey>>;
     /// The private key of an object's `CKA_PARAMETER_SET`, `CKA_SEED` and `CKA_VALUE`.
-    fn private_key(&self, set: CK_ULONG, seed: Option<&[u8]>, value: Option<&[u8]>) -> Result<Box<dyn PrivateKey>>;
+    fn private_key(
+        &self,
+        set: CK_ULONG,
+        seed: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<Box<dyn PrivateKey>>;
     /// The public key of an object's `CKA_PARAMETER_SET` and `CKA_VALUE`.
     fn public_key(&self, set: CK_ULONG, value: &[u8]) -> Result<Box<dyn PublicKey>>;
     /// The key inside a PKCS#8 `PrivateKeyInfo`, if it is one of this family's.
@@ -65,7 +70,10 @@ pub fn sign_mechanism(m: CK_MECHANISM_TYPE) -> Option<(&'static dyn Family, Opti
         if f.sign_mechanism() == m {
             return Some((f, None));
         }
-        f.hash_mechanisms().iter().find(|(t, _)| *t == m).map(|(_, h)| (f, Some(*h)))
+        f.hash_mechanisms()
+            .iter()
+            .find(|(t, _)| *t == m)
+            .map(|(_, h)| (f, Some(*h)))
     })
 }
 
@@ -167,12 +175,7 @@ fn hash_oid(h: HashAlg) -> Option<[u8; 11]> {
 
 /// The message M' as its parts: domain byte (0 pure, 1 pre-hash), context length, context,
 /// then the message, or the hash's OID and the hash.
-fn framed<'a>(
-    header: &'a [u8; 2],
-    params: &'a SignParams,
-    oid: &'a [u8],
-    value: &'a [u8],
-) -> [&'a [u8]; 4] {
+fn framed<'a>(header: &'a [u8; 2], params: &'a SignParams, oid: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 4] {
     [header, &params.context, oid, value]
 }
 
@@ -191,7 +194,12 @@ fn header(prehash: Option<HashAlg>, params: &SignParams) -> Result<([u8; 2], Vec
 
 /// Signs `value` (the message, or its hash with `prehash`) and releases the signature only if
 /// the key's own public half verifies it, as RSA and EC signatures are released.
-pub fn sign(key: &dyn PrivateKey, prehash: Option<HashAlg>, params: &SignParams, value: &[u8]) -> Result<Vec<u8>> {
+pub fn sign(
+    key: &dyn PrivateKey,
+    prehash: Option<HashAlg>,
+    params: &SignParams,
+    value: &[u8],
+) -> Result<Vec<u8>> {
     let (header, oid) = header(prehash, params)?;
     let message = framed(&header, params, &oid, value);
     let hedged = params.hedge != CKH_DETERMINISTIC_REQUIRED;
@@ -202,7 +210,13 @@ pub fn sign(key: &dyn PrivateKey, prehash: Option<HashAlg>, params: &SignParams,
     })
 }
 
-pub fn verify(key: &dyn PublicKey, prehash: Option<HashAlg>, params: &SignParams, value: &[u8], sig: &[u8]) -> Result<()> {
+pub fn verify(
+    key: &dyn PublicKey,
+    prehash: Option<HashAlg>,
+    params: &SignParams,
+    value: &[u8],
+    sig: &[u8],
+) -> Result<()> {
     let (header, oid) = header(prehash, params)?;
     let message = framed(&header, params, &oid, value);
     if key.verify_internal(&message, sig) {

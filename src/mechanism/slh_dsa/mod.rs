@@ -89,7 +89,12 @@ impl Family for SlhDsa {
         with_set!(set, generate(set))
     }
 
-    fn private_key(&self, set: CK_ULONG, _seed: Option<&[u8]>, value: Option<&[u8]>) -> Result<Box<dyn PrivateKey>> {
+    fn private_key(
+        &self,
+        set: CK_ULONG,
+        _seed: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<Box<dyn PrivateKey>> {
         let Some(value) = value else {
             return fail_because(CKR_TEMPLATE_INCOMPLETE, "an SLH-DSA private key needs CKA_VALUE");
         };
@@ -123,7 +128,11 @@ fn private_from_value<P: ParameterSet + 'static>(set: CK_ULONG, value: &[u8]) ->
     if value.len() != 4 * n {
         return fail_because(
             CKR_ATTRIBUTE_VALUE_INVALID,
-            format!("an SLH-DSA private key of this parameter set is {} bytes, not {}", 4 * n, value.len()),
+            format!(
+                "an SLH-DSA private key of this parameter set is {} bytes, not {}",
+                4 * n,
+                value.len()
+            ),
         );
     }
     let sk = SigningKey::<P>::slh_keygen_internal(&value[..n], &value[n..2 * n], &value[2 * n..3 * n]);
@@ -142,7 +151,10 @@ fn public_from_value<P: ParameterSet + 'static>(_set: CK_ULONG, value: &[u8]) ->
         Ok(vk) => Ok(Box::new(Public::<P> { vk })),
         Err(_) => fail_because(
             CKR_ATTRIBUTE_VALUE_INVALID,
-            format!("an SLH-DSA public key of this parameter set is not {} bytes", value.len()),
+            format!(
+                "an SLH-DSA public key of this parameter set is not {} bytes",
+                value.len()
+            ),
         ),
     }
 }

@@ -91,7 +91,7 @@ pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
         return Ok(ec(Curve::Ed448, Zeroizing::new(k.to_bytes().to_vec())));
     }
     for f in crate::mechanism::pq::FAMILIES {
-        if let Some(k) = f.from_pkcs8(der) {
+        if let Some(k) = f.read_pkcs8(der) {
             let mut attrs = vec![(
                 CKA_PARAMETER_SET,
                 Zeroizing::new(k.parameter_set().to_ne_bytes().to_vec()),

@@ -104,7 +104,7 @@ impl Family for MlDsa {
         }
     }
 
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Box<dyn PrivateKey>> {
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Box<dyn PrivateKey>> {
         // The crate reads the seed form of RFC 9881 (the expanded-only and "both" forms are
         // refused, as an expanded key alone is at creation).
         if let Ok(sk) = SigningKey::<MlDsa44>::from_pkcs8_der(der) {

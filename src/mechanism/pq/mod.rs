@@ -36,7 +36,7 @@ pub trait Family: Sync {
     /// The public key of an object's `CKA_PARAMETER_SET` and `CKA_VALUE`.
     fn public_key(&self, set: CK_ULONG, value: &[u8]) -> Result<Box<dyn PublicKey>>;
     /// The key inside a PKCS#8 `PrivateKeyInfo`, if it is one of this family's.
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Box<dyn PrivateKey>>;
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Box<dyn PrivateKey>>;
 }
 
 /// A private key, expanded once per object. Implementations zeroize on drop.
@@ -147,7 +147,7 @@ pub fn check_params(hedge: CK_HEDGE_TYPE, context_len: CK_ULONG) -> Result<()> {
             format!("hedgeVariant 0x{hedge:x} is none of CKH_HEDGE_PREFERRED, CKH_HEDGE_REQUIRED, CKH_DETERMINISTIC_REQUIRED"),
         );
     }
-    if context_len as u64 > MAX_CONTEXT as u64 {
+    if context_len > MAX_CONTEXT as CK_ULONG {
         return fail_because(
             CKR_MECHANISM_PARAM_INVALID,
             format!("a context of {context_len} bytes; FIPS 204 and 205 allow at most {MAX_CONTEXT}"),

@@ -105,7 +105,7 @@ impl Family for SlhDsa {
         with_set!(set, public_from_value(set, value))
     }
 
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Box<dyn PrivateKey>> {
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Box<dyn PrivateKey>> {
         PARAMETER_SETS
             .iter()
             .find_map(|&set| with_set!(set, from_pkcs8(set, der)).ok())

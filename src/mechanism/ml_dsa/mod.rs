@@ -11,7 +11,7 @@ use ml_dsa::pkcs8::DecodePrivateKey;
 use ml_dsa::{Keypair, MlDsa44, MlDsa65, MlDsa87, MlDsaParams, Signature, SigningKey, VerifyingKey, B32};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 pub struct MlDsa;
 
@@ -161,7 +161,9 @@ impl<P: MlDsaParams + 'static> PrivateKey for Private<P> {
         // skEncode is what PKCS#11 3.2 calls CKA_VALUE; the crate marks it deprecated in favour
         // of the seed, which is stored beside it.
         #[allow(deprecated)]
-        let expanded = Zeroizing::new(self.sk.expanded_key().to_expanded().to_vec());
+        let mut encoded = self.sk.expanded_key().to_expanded();
+        let expanded = Zeroizing::new(encoded.to_vec());
+        encoded.zeroize();
         vec![
             (CKA_SEED, Zeroizing::new(self.sk.as_seed().to_vec())),
             (CKA_VALUE, expanded),
@@ -183,12 +185,14 @@ impl<P: MlDsaParams + 'static> PrivateKey for Private<P> {
         if hedged {
             getrandom::fill(&mut rnd).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         }
-        Ok(self
+        let sig = self
             .sk
             .expanded_key()
             .sign_internal(message, &rnd)
             .encode()
-            .to_vec())
+            .to_vec();
+        rnd.zeroize();
+        Ok(sig)
     }
 
     fn to_pkcs8(&self) -> Result<Zeroizing<Vec<u8>>> {

@@ -12,7 +12,7 @@ use rsa::pkcs8::{DecodePrivateKey, EncodePrivateKey};
 use slh_dsa::*;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 pub struct SlhDsa;
 
@@ -162,7 +162,10 @@ fn public_from_value<P: ParameterSet + 'static>(_set: CK_ULONG, value: &[u8]) ->
 fn from_pkcs8<P: ParameterSet + 'static>(set: CK_ULONG, der: &[u8]) -> Result<Box<dyn PrivateKey>> {
     let sk = SigningKey::<P>::from_pkcs8_der(der).map_err(|_| Error(CKR_WRAPPED_KEY_INVALID))?;
     // The same consistency check as an imported CKA_VALUE.
-    private_from_value::<P>(set, &Zeroizing::new(sk.to_bytes().to_vec()))
+    let mut bytes = sk.to_bytes();
+    let key = private_from_value::<P>(set, &bytes);
+    bytes.zeroize();
+    key
 }
 
 struct Private<P: ParameterSet> {
@@ -186,7 +189,10 @@ impl<P: ParameterSet + 'static> PrivateKey for Private<P> {
     }
 
     fn material(&self) -> Vec<(CK_ATTRIBUTE_TYPE, Zeroizing<Vec<u8>>)> {
-        vec![(CKA_VALUE, Zeroizing::new(self.sk.to_bytes().to_vec()))]
+        let mut bytes = self.sk.to_bytes();
+        let value = Zeroizing::new(bytes.to_vec());
+        bytes.zeroize();
+        vec![(CKA_VALUE, value)]
     }
 
     fn public(&self) -> Arc<dyn PublicKey> {
@@ -201,7 +207,7 @@ impl<P: ParameterSet + 'static> PrivateKey for Private<P> {
         // opt_rand: n fresh bytes when hedged; without it the crate uses PK.seed, FIPS 205's
         // deterministic variant.
         let n = <P as VerifyingKeyLen>::VkLen::USIZE / 2;
-        let mut rand = vec![0u8; n];
+        let mut rand = Zeroizing::new(vec![0u8; n]);
         if hedged {
             getrandom::fill(&mut rand).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         }

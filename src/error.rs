@@ -68,6 +68,7 @@ pub fn rv_name(rv: CK_RV) -> &'static str {
         CKR_DATA_LEN_RANGE,
         CKR_DEVICE_ERROR,
         CKR_DEVICE_MEMORY,
+        CKR_PARAMETER_SET_NOT_SUPPORTED,
         CKR_DEVICE_REMOVED,
         CKR_ENCRYPTED_DATA_INVALID,
         CKR_ENCRYPTED_DATA_LEN_RANGE,

@@ -466,6 +466,28 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
                 };
                 return Ok(Mechanism::Mac(mechanism::mac::MacMechanism::new(alg, len)?));
             }
+            if let Some(f) = mechanism::pq::key_pair_gen(t) {
+                return Ok(Mechanism::PqKeyPairGen(f.key_type()));
+            }
+            if let Some((f, prehash)) = mechanism::pq::sign_mechanism(t) {
+                // SAFETY: the caller's contract covers the parameter.
+                let params = match unsafe { param::<CK_SIGN_ADDITIONAL_CONTEXT>(m) }? {
+                    Some(p) => {
+                        mechanism::pq::check_params(p.hedgeVariant, p.ulContextLen)?;
+                        mechanism::pq::SignParams {
+                            hedge: p.hedgeVariant,
+                            // SAFETY: the caller's contract covers the context it names.
+                            context: unsafe { bytes(p.pContext, p.ulContextLen) }?.to_vec(),
+                        }
+                    }
+                    None => mechanism::pq::SignParams::default(),
+                };
+                return Ok(Mechanism::PqSign {
+                    key_type: f.key_type(),
+                    prehash,
+                    params,
+                });
+            }
             if let Some(h) = HashAlg::from_digest_mechanism(t) {
                 Mechanism::Digest(h)
             } else if let Some(h) = mechanism::hash_of_ecdsa_mechanism(t) {

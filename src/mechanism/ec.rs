@@ -90,19 +90,12 @@ macro_rules! ecdsa_verify {
     }};
 }
 
-/// Releases `sig` only if `verify` accepts it: a fault or a bug that made a wrong signature
-/// must not hand out a value that could leak the key (as RSA's engine does with `e`).
+/// The check before release (`mechanism::release_checked`) of EC and EdDSA signatures.
 pub fn release_checked(
     sig: Vec<u8>,
     verify: impl FnOnce(&[u8]) -> std::result::Result<(), ()>,
 ) -> Result<Vec<u8>> {
-    match verify(&sig) {
-        Ok(()) => Ok(sig),
-        Err(()) => {
-            log::error!("EC signature failed verification with its own public key; not released");
-            Err(Error(CKR_DEVICE_ERROR))
-        }
-    }
+    super::release_checked("EC", sig, verify)
 }
 
 /// A big-endian scalar of any length up to the curve's, left-padded to it.

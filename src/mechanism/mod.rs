@@ -1,7 +1,8 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
 //! Rust values, the RSA schemes built on the engine, the elliptic-curve ones (`ec`, `eddsa`,
 //! the fast signature check in `ec_check`, the signer in `ec_sign`, encodings in `ec_params`,
-//! Ed448 in `ed448`), AES modes and key wrapping, and the MACs (`mac`). No C pointers here.
+//! Ed448 in `ed448`), AES modes and key wrapping, the MACs (`mac`), and the post-quantum
+//! signature families behind their seam (`pq`: `ml_dsa`, `slh_dsa`). No C pointers here.
 
 pub mod aes;
 pub mod aes_modes;
@@ -13,8 +14,11 @@ pub mod ed448;
 pub mod eddsa;
 pub mod hash;
 pub mod mac;
+pub mod ml_dsa;
+pub mod pq;
 pub mod rsa;
 pub mod rsa_pad;
+pub mod slh_dsa;
 
 pub use aes_modes::AesMode;
 use cryptoki_sys::*;
@@ -79,6 +83,15 @@ pub enum Mechanism {
     },
     /// `CKM_SHAx_HMAC`, `CKM_AES_CMAC` and their `_GENERAL` variants.
     Mac(mac::MacMechanism),
+    /// The key pair generation of a post-quantum family (`pq`), named by its key type.
+    PqKeyPairGen(CK_KEY_TYPE),
+    /// A post-quantum signature (`CKM_ML_DSA`, `CKM_SLH_DSA`, or with `prehash` their
+    /// `CKM_HASH_*` mechanisms) with its `CK_SIGN_ADDITIONAL_CONTEXT`.
+    PqSign {
+        key_type: CK_KEY_TYPE,
+        prehash: Option<HashAlg>,
+        params: pq::SignParams,
+    },
 }
 
 impl Mechanism {
@@ -106,6 +119,12 @@ impl Mechanism {
             Mechanism::AesEncryptData { iv: None, .. } => CKM_AES_ECB_ENCRYPT_DATA,
             Mechanism::AesEncryptData { iv: Some(_), .. } => CKM_AES_CBC_ENCRYPT_DATA,
             Mechanism::Mac(m) => m.mechanism_type(),
+            Mechanism::PqKeyPairGen(kt) => {
+                pq::family(*kt).map_or(CK_UNAVAILABLE_INFORMATION, |f| f.key_pair_gen())
+            }
+            Mechanism::PqSign {
+                key_type, prehash, ..
+            } => pq::mechanism_type(*key_type, *prehash),
         }
     }
 
@@ -126,6 +145,7 @@ impl Mechanism {
             Mechanism::GenericSecretKeyGen => Some(CKK_GENERIC_SECRET),
             Mechanism::EcKeyPairGen | Mechanism::Ecdsa(_) | Mechanism::Ecdh1Derive { .. } => Some(CKK_EC),
             Mechanism::EcEdwardsKeyPairGen | Mechanism::EdDsa { .. } => Some(CKK_EC_EDWARDS),
+            Mechanism::PqKeyPairGen(kt) | Mechanism::PqSign { key_type: kt, .. } => Some(*kt),
             _ => Some(CKK_RSA),
         }
     }
@@ -143,7 +163,8 @@ impl Mechanism {
     pub fn prehash(&self) -> Option<HashAlg> {
         match self {
             Mechanism::Ecdsa(h) => *h,
-            Mechanism::Mac(_) => None,
+            Mechanism::PqSign { prehash, .. } => *prehash,
+            Mechanism::Mac(_) | Mechanism::PqKeyPairGen(_) => None,
             m => rsa::prehash(m),
         }
     }
@@ -311,7 +332,26 @@ pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
         let (min, max) = alg.key_sizes();
         v.push((m, info(min as CK_ULONG, max as CK_ULONG, sign)));
     }
+    v.extend(pq::mechanism_list());
     v
+}
+
+/// Releases `sig` only if `verify` accepts it: a fault or a bug that made a wrong signature
+/// must not hand out a value that could leak the key (as RSA's engine does with `e`). The one
+/// check before release of every signature made outside the RSA engine; `algorithm` names it
+/// in the log line.
+pub fn release_checked(
+    algorithm: &str,
+    sig: Vec<u8>,
+    verify: impl FnOnce(&[u8]) -> std::result::Result<(), ()>,
+) -> crate::error::Result<Vec<u8>> {
+    match verify(&sig) {
+        Ok(()) => Ok(sig),
+        Err(()) => {
+            log::error!("{algorithm} signature failed verification with its own public key; not released");
+            Err(crate::error::Error(CKR_DEVICE_ERROR))
+        }
+    }
 }
 
 pub fn mechanism_info(m: CK_MECHANISM_TYPE) -> Option<CK_MECHANISM_INFO> {

@@ -182,7 +182,8 @@ pub fn kind(t: CK_ATTRIBUTE_TYPE) -> Kind {
         | CKA_VALUE_LEN
         | CKA_KEY_GEN_MECHANISM
         | CKA_JAVA_MIDP_SECURITY_DOMAIN
-        | CKA_NAME_HASH_ALGORITHM => Kind::Ulong,
+        | CKA_NAME_HASH_ALGORITHM
+        | CKA_PARAMETER_SET => Kind::Ulong,
         CKA_ALLOWED_MECHANISMS => Kind::Mechanisms,
         CKA_WRAP_TEMPLATE | CKA_UNWRAP_TEMPLATE | CKA_DERIVE_TEMPLATE => Kind::Template,
         _ => Kind::Bytes,

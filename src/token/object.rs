@@ -5,8 +5,8 @@ use super::attributes::Attributes;
 use super::operation::{SignKey, VerifyKey};
 use crate::engine::{self, KeyComponents, PreparedKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
-use crate::mechanism::ec;
 use crate::mechanism::ec_params::{self, Curve};
+use crate::mechanism::{ec, pq};
 use cryptoki_sys::*;
 use once_cell::sync::OnceCell;
 use std::sync::Arc;
@@ -21,6 +21,8 @@ pub struct Object {
     public: OnceCell<Arc<PublicKey>>,
     ec_private: OnceCell<Arc<ec::PrivateKey>>,
     ec_public: OnceCell<Arc<ec::PublicKey>>,
+    pq_private: OnceCell<Arc<dyn pq::PrivateKey>>,
+    pq_public: OnceCell<Arc<dyn pq::PublicKey>>,
 }
 
 impl Object {
@@ -33,6 +35,8 @@ impl Object {
             public: OnceCell::new(),
             ec_private: OnceCell::new(),
             ec_public: OnceCell::new(),
+            pq_private: OnceCell::new(),
+            pq_public: OnceCell::new(),
         }
     }
 
@@ -44,6 +48,7 @@ impl Object {
         const OBJECT: usize = 512;
         const PREPARED_RSA_PER_BYTE: usize = 72;
         const EC_KEY: usize = 1024;
+        const PQ_KEY: usize = 64 << 10;
         let attrs = self.attrs.size() * 2;
         let prepared = match (self.attrs.class(), self.attrs.key_type()) {
             (Some(CKO_PRIVATE_KEY), Some(CKK_RSA)) => {
@@ -51,6 +56,8 @@ impl Object {
             }
             (Some(CKO_PUBLIC_KEY), Some(CKK_RSA)) => self.attrs.get(CKA_MODULUS).map_or(0, |n| n.len()) * 4,
             (Some(CKO_PRIVATE_KEY | CKO_PUBLIC_KEY), Some(CKK_EC | CKK_EC_EDWARDS)) => EC_KEY,
+            // An expanded ML-DSA key (matrix A in NTT form included) is up to ~60 KiB.
+            (Some(CKO_PRIVATE_KEY | CKO_PUBLIC_KEY), Some(kt)) if pq::family(kt).is_some() => PQ_KEY,
             _ => 0,
         };
         OBJECT + attrs + prepared
@@ -60,12 +67,29 @@ impl Object {
         self.attrs.class() == Some(class) && self.attrs.key_type() == Some(CKK_RSA)
     }
 
+    /// The post-quantum family of this key's type, if it is one of theirs.
+    fn pq_family(&self) -> Option<&'static dyn pq::Family> {
+        self.attrs.key_type().and_then(pq::family)
+    }
+
     fn is_ec(&self) -> bool {
         matches!(self.attrs.key_type(), Some(CKK_EC | CKK_EC_EDWARDS))
     }
 
     /// The private key a signing operation uses, RSA or EC.
     pub fn sign_key(&self) -> Result<SignKey> {
+        if let Some(f) = self.pq_family() {
+            return self
+                .pq_private
+                .get_or_try_init(|| {
+                    pq_private(f, &self.attrs).map(Arc::from).map_err(|_| {
+                        log::error!("object {}: post-quantum private key unusable", self.handle);
+                        Error(CKR_KEY_HANDLE_INVALID)
+                    })
+                })
+                .cloned()
+                .map(SignKey::Pq);
+        }
         if self.is_ec() {
             return self.ec_private_key().map(SignKey::Ec);
         }
@@ -74,6 +98,22 @@ impl Object {
 
     /// The public key a verification uses (from a public or a private key object).
     pub fn verify_key(&self) -> Result<VerifyKey> {
+        if let Some(f) = self.pq_family() {
+            return self
+                .pq_public
+                .get_or_try_init(|| {
+                    let key = match self.attrs.class() {
+                        Some(CKO_PRIVATE_KEY) => pq_private(f, &self.attrs).map(|k| k.public()),
+                        _ => pq_public(f, &self.attrs).map(Arc::from),
+                    };
+                    key.map_err(|_| {
+                        log::error!("object {}: post-quantum public key unusable", self.handle);
+                        Error(CKR_KEY_HANDLE_INVALID)
+                    })
+                })
+                .cloned()
+                .map(VerifyKey::Pq);
+        }
         if self.is_ec() {
             return self.ec_public_key().map(VerifyKey::Ec);
         }
@@ -222,10 +262,49 @@ fn derive_ec_attributes(a: &mut Attributes, class: CK_OBJECT_CLASS) -> Result<()
     Ok(())
 }
 
+fn parameter_set(a: &Attributes) -> Result<CK_ULONG> {
+    a.ulong(CKA_PARAMETER_SET)
+        .ok_or(())
+        .or_else(|_| fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_PARAMETER_SET is required"))
+}
+
+/// The post-quantum private key of an object's attributes.
+pub fn pq_private(f: &dyn pq::Family, a: &Attributes) -> Result<Box<dyn pq::PrivateKey>> {
+    f.private_key(parameter_set(a)?, a.get(CKA_SEED), a.get(CKA_VALUE))
+}
+
+fn pq_public(f: &dyn pq::Family, a: &Attributes) -> Result<Box<dyn pq::PublicKey>> {
+    let Some(value) = a.get(CKA_VALUE) else {
+        return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_VALUE is required");
+    };
+    f.public_key(parameter_set(a)?, value)
+}
+
+/// Checks a post-quantum key's material and completes it: a private key gets every form the
+/// family stores (an ML-DSA seed its expanded key), both get `CKA_PUBLIC_KEY_INFO`.
+fn derive_pq_attributes(f: &dyn pq::Family, a: &mut Attributes, class: CK_OBJECT_CLASS) -> Result<()> {
+    let public = if class == CKO_PRIVATE_KEY {
+        let key = pq_private(f, a)?;
+        for (t, v) in key.material() {
+            a.set_zeroizing(t, v);
+        }
+        key.public()
+    } else {
+        Arc::from(pq_public(f, a)?)
+    };
+    a.set(CKA_PUBLIC_KEY_INFO, public.public_key_info());
+    Ok(())
+}
+
 /// Checks the key material of a new object and fills what the token derives from it
 /// (`CKA_MODULUS_BITS`, `CKA_PUBLIC_KEY_INFO`, `CKA_VALUE_LEN`, `CKA_CHECK_VALUE`, the
 /// normalised EC encodings).
 pub fn derive_key_attributes(a: &mut Attributes) -> Result<()> {
+    if let (Some(class @ (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY)), Some(f)) =
+        (a.class(), a.key_type().and_then(pq::family))
+    {
+        return derive_pq_attributes(f, a, class);
+    }
     match (a.class(), a.key_type()) {
         (Some(class @ (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY)), Some(CKK_EC | CKK_EC_EDWARDS)) => {
             derive_ec_attributes(a, class)?;

@@ -10,7 +10,7 @@ use super::session::Session;
 use super::slot::LoginState;
 use crate::engine;
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::{ec, Mechanism};
+use crate::mechanism::{ec, pq, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 
@@ -199,6 +199,9 @@ impl Library {
         if matches!(mech, Mechanism::EcKeyPairGen | Mechanism::EcEdwardsKeyPairGen) {
             return self.generate_ec_key_pair(h, mech, public, private);
         }
+        if let Mechanism::PqKeyPairGen(kt) = mech {
+            return self.generate_pq_key_pair(h, *kt, public, private);
+        }
         if *mech != Mechanism::RsaPkcsKeyPairGen {
             return fail(CKR_MECHANISM_INVALID);
         }
@@ -303,6 +306,65 @@ impl Library {
         let key = ec::PrivateKey::generate(curve)?;
         private.set_zeroizing(CKA_VALUE, key.value());
         public.set(CKA_EC_POINT, key.public().point());
+        let mut public = policy::complete_new(public, origin, so)?;
+        let mut private = policy::complete_new(private, origin, so)?;
+        derive_key_attributes(&mut public)?;
+        derive_key_attributes(&mut private)?;
+        let handles = self.add_objects(&s, vec![public, private])?;
+        Ok((handles[0], handles[1]))
+    }
+
+    /// `CKM_ML_DSA_KEY_PAIR_GEN` and `CKM_SLH_DSA_KEY_PAIR_GEN`: the parameter set from the
+    /// public template's `CKA_PARAMETER_SET` (PKCS#11 3.2; the private template's when only it
+    /// has one); the private key gets it, its `CKA_VALUE` and, for ML-DSA, its `CKA_SEED`.
+    fn generate_pq_key_pair(
+        &self,
+        h: CK_SESSION_HANDLE,
+        key_type: CK_KEY_TYPE,
+        public: Template,
+        private: Template,
+    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
+        let Some(family) = pq::family(key_type) else {
+            return fail(CKR_MECHANISM_INVALID);
+        };
+        let session = self.session(h)?;
+        let s = session.lock();
+        let mut public = with_class(public, CKO_PUBLIC_KEY, key_type)?;
+        let mut private = with_class(private, CKO_PRIVATE_KEY, key_type)?;
+        for t in [CKA_VALUE, CKA_SEED] {
+            if public.contains(t) || private.contains(t) {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    "key material cannot be given to C_GenerateKeyPair",
+                );
+            }
+        }
+        let set = match (public.ulong(CKA_PARAMETER_SET), private.ulong(CKA_PARAMETER_SET)) {
+            (Some(p), Some(q)) if p != q => {
+                return fail_because(
+                    CKR_TEMPLATE_INCONSISTENT,
+                    "the two templates name different parameter sets",
+                )
+            }
+            (Some(p), _) | (None, Some(p)) => p,
+            (None, None) => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_PARAMETER_SET is required"),
+        };
+        let origin = Origin::Generated(family.key_pair_gen());
+        let so = s.token.login_state() == LoginState::So;
+        for (t, class) in [(&public, CKO_PUBLIC_KEY), (&private, CKO_PRIVATE_KEY)] {
+            Self::check_write(&s, &policy::preview_new(t, class, so)?)?;
+        }
+        let key = family.generate(set)?;
+        // Pairwise consistency test (FIPS 140-3 IG 10.3.A): a signature of the new key must
+        // verify with its public half before the pair is stored.
+        let params = pq::SignParams::default();
+        pq::sign(key.as_ref(), None, &params, b"ferrohsm pairwise consistency test")?;
+        public.set_ulong(CKA_PARAMETER_SET, set);
+        private.set_ulong(CKA_PARAMETER_SET, set);
+        public.set(CKA_VALUE, key.public().value());
+        for (t, v) in key.material() {
+            private.set_zeroizing(t, v);
+        }
         let mut public = policy::complete_new(public, origin, so)?;
         let mut private = policy::complete_new(private, origin, so)?;
         derive_key_attributes(&mut public)?;

@@ -6,7 +6,7 @@ use crate::engine::{PreparedKey, PublicKey};
 use crate::error::{fail, fail_because, Result};
 use crate::mechanism::aes_modes::AesCrypt;
 use crate::mechanism::mac::Mac;
-use crate::mechanism::{self, ec, ec_params, eddsa, rsa, Hasher, Mechanism};
+use crate::mechanism::{self, ec, ec_params, eddsa, pq, rsa, Hasher, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 use zeroize::Zeroizing;
@@ -18,15 +18,15 @@ pub enum Operation {
     MultiPart,
 }
 
-/// Most a multi-part EdDSA operation buffers: pure Ed25519 hashes the message twice, so the
-/// whole of it is kept until the Final call.
+/// Most a multi-part EdDSA or pure ML-DSA/SLH-DSA operation buffers: pure Ed25519 hashes the
+/// message twice, and SLH-DSA does too, so the whole of it is kept until the Final call.
 const EDDSA_MAX_MESSAGE: usize = 64 << 20;
 
 /// The data a sign or verify operation has taken so far.
 pub struct Input {
     mech: Mechanism,
     hasher: Option<Hasher>,
-    /// The message so far of a multi-part `CKM_EDDSA`.
+    /// The message so far of a multi-part `CKM_EDDSA`, `CKM_ML_DSA` or `CKM_SLH_DSA`.
     buffer: Option<Vec<u8>>,
     /// The keyed state of a MAC mechanism: the MAC so far.
     mac: Option<Mac>,
@@ -37,7 +37,11 @@ impl Input {
     fn new(mech: Mechanism, mac: Option<Mac>) -> Self {
         Input {
             hasher: mech.prehash().map(|h| h.hasher()),
-            buffer: matches!(mech, Mechanism::EdDsa { .. }).then(Vec::new),
+            buffer: matches!(
+                mech,
+                Mechanism::EdDsa { .. } | Mechanism::PqSign { prehash: None, .. }
+            )
+            .then(Vec::new),
             mac,
             mech,
             stage: Operation::Fresh,
@@ -60,7 +64,9 @@ impl Input {
                 if b.len() + data.len() > EDDSA_MAX_MESSAGE {
                     return fail_because(
                         CKR_DATA_LEN_RANGE,
-                        format!("a multi-part EdDSA message is limited to {EDDSA_MAX_MESSAGE} bytes"),
+                        format!(
+                            "a multi-part message of this mechanism is limited to {EDDSA_MAX_MESSAGE} bytes"
+                        ),
                     );
                 }
                 b.extend_from_slice(data);
@@ -108,6 +114,14 @@ impl Input {
         }
     }
 
+    /// The `CK_SIGN_ADDITIONAL_CONTEXT` and pre-hash of a post-quantum signature.
+    fn pq_params(&self) -> Result<(Option<mechanism::HashAlg>, &pq::SignParams)> {
+        match &self.mech {
+            Mechanism::PqSign { prehash, params, .. } => Ok((*prehash, params)),
+            _ => fail(CKR_OPERATION_NOT_INITIALIZED),
+        }
+    }
+
     /// Refuses, when the operation starts, an EdDSA context the key's curve cannot sign.
     fn check_context(&self, curve: ec_params::Curve) -> Result<()> {
         eddsa::check_context(curve, self.context())
@@ -140,6 +154,8 @@ pub enum SignKey {
     /// A secret key of a MAC mechanism, keyed into the MAC's initial state (boxed: the hash
     /// states are large beside an `Arc`).
     Mac(Box<Mac>),
+    /// A post-quantum private key (ML-DSA, SLH-DSA).
+    Pq(Arc<dyn pq::PrivateKey>),
 }
 
 /// The public key of a verification.
@@ -150,6 +166,8 @@ pub enum VerifyKey {
     /// A secret key of a MAC mechanism, keyed into the MAC's initial state (boxed: the hash
     /// states are large beside an `Arc`).
     Mac(Box<Mac>),
+    /// A post-quantum public key (ML-DSA, SLH-DSA).
+    Pq(Arc<dyn pq::PublicKey>),
 }
 
 pub struct SignOp {
@@ -181,6 +199,7 @@ impl SignOp {
             SignKey::Rsa(k) => k.modulus_len(),
             SignKey::Ec(k) => k.signature_len(),
             SignKey::Mac(m) => m.output_len(),
+            SignKey::Pq(k) => k.signature_len(),
         }
     }
 
@@ -202,6 +221,10 @@ impl SignOp {
         match &self.key {
             SignKey::Rsa(k) => rsa::sign(&self.input.mech, k, &value),
             SignKey::Ec(k) => k.sign_with_context(&value, self.input.context()),
+            SignKey::Pq(k) => {
+                let (prehash, params) = self.input.pq_params()?;
+                pq::sign(k.as_ref(), prehash, params, &value)
+            }
             SignKey::Mac(_) => fail(CKR_OPERATION_NOT_INITIALIZED),
         }
     }
@@ -237,6 +260,10 @@ impl VerifyOp {
         match &self.key {
             VerifyKey::Rsa(k) => rsa::verify(&self.input.mech, k, &value, signature),
             VerifyKey::Ec(k) => k.verify_with_context(&value, self.input.context(), signature),
+            VerifyKey::Pq(k) => {
+                let (prehash, params) = self.input.pq_params()?;
+                pq::verify(k.as_ref(), prehash, params, &value, signature)
+            }
             VerifyKey::Mac(_) => fail(CKR_OPERATION_NOT_INITIALIZED),
         }
     }

@@ -1,6 +1,7 @@
 //! Private keys as PKCS#8 `PrivateKeyInfo` DER (RFC 5208; RFC 8410 for Ed25519 and Ed448), the
 //! form SoftHSM and OpenSSL put inside a wrapped private key: RSA keys and P-256, P-384, P-521,
-//! Ed25519 and Ed448 keys, to and from the attributes of a private key object. The DER itself is read
+//! Ed25519 and Ed448 keys, and ML-DSA and SLH-DSA keys (RFC 9881 seed form, RFC 9909; their
+//! families read and write the DER), to and from the attributes of a private key object. The DER itself is read
 //! and written by RustCrypto (`pkcs8`/`pkcs1` through the `rsa` crate, the curve crates'
 //! PKCS#8 decoders, as `ferrohsm-util import` uses them); this file maps fields to attributes.
 //! It checks nothing about the key itself: the object made from it goes through the same
@@ -89,8 +90,21 @@ pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
     if let Ok(k) = ed448_goldilocks::SigningKey::from_pkcs8_der(der) {
         return Ok(ec(Curve::Ed448, Zeroizing::new(k.to_bytes().to_vec())));
     }
+    for f in crate::mechanism::pq::FAMILIES {
+        if let Some(k) = f.read_pkcs8(der) {
+            let mut attrs = vec![(
+                CKA_PARAMETER_SET,
+                Zeroizing::new(k.parameter_set().to_ne_bytes().to_vec()),
+            )];
+            attrs.extend(k.material());
+            return Ok(PrivateKeyMaterial {
+                key_type: f.key_type(),
+                attrs,
+            });
+        }
+    }
     Err(invalid(
-        "a PKCS#8 key of an algorithm or curve the token does not hold (RSA, P-256, P-384, P-521, Ed25519, Ed448)",
+        "a PKCS#8 key of an algorithm or curve the token does not hold (RSA, P-256, P-384, P-521, Ed25519, Ed448, ML-DSA in the seed form, SLH-DSA)",
     ))
 }
 
@@ -154,9 +168,15 @@ pub fn encode(a: &Attributes) -> Result<Zeroizing<Vec<u8>>> {
             .map_err(|_| cannot("PKCS#8 encoding failed"))?;
             Ok(Zeroizing::new(doc.as_bytes().to_vec()))
         }
+        Some(kt) if crate::mechanism::pq::family(kt).is_some() => {
+            let f = crate::mechanism::pq::family(kt).ok_or(Error(CKR_KEY_NOT_WRAPPABLE))?;
+            super::object::pq_private(f, a)
+                .map_err(|_| cannot("the post-quantum private key is not usable"))?
+                .to_pkcs8()
+        }
         _ => fail_because(
             CKR_KEY_NOT_WRAPPABLE,
-            "only RSA and EC private keys can be wrapped as PKCS#8",
+            "only RSA, EC, ML-DSA and SLH-DSA private keys can be wrapped as PKCS#8",
         ),
     }
 }

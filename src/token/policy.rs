@@ -67,6 +67,10 @@ const RSA_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_MODULUS, CKA_MODULUS_BITS, CKA_PU
 /// provider among them) read the public point from the private key when they hold only it.
 const EC_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT];
 const EC_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT, CKA_VALUE];
+/// ML-DSA and SLH-DSA keys (PKCS#11 3.2): the parameter set and the encoded key; an ML-DSA
+/// private key also has its seed.
+const PQ_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_PARAMETER_SET, CKA_VALUE];
+const PQ_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_PARAMETER_SET, CKA_SEED, CKA_VALUE];
 const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_SUBJECT,
     CKA_SENSITIVE,
@@ -140,8 +144,15 @@ fn key_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'stat
         (CKO_PRIVATE_KEY, Some(CKK_RSA)) => &RSA_PRIVATE,
         (CKO_PUBLIC_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PUBLIC,
         (CKO_PRIVATE_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PRIVATE,
+        (CKO_PUBLIC_KEY, Some(k)) if is_pq(k) => PQ_PUBLIC,
+        (CKO_PRIVATE_KEY, Some(k)) if is_pq(k) => PQ_PRIVATE,
         _ => &[],
     }
+}
+
+/// Whether `k` is the key type of a post-quantum signature family.
+fn is_pq(k: CK_KEY_TYPE) -> bool {
+    crate::mechanism::pq::family(k).is_some()
 }
 
 /// Attributes an object of this class (and key type) may carry (vendor-defined ones are
@@ -167,7 +178,8 @@ pub fn valid_for(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
 /// Whether `t` of this object may not be revealed (`CKR_ATTRIBUTE_SENSITIVE`).
 pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
     let secret_part = match attrs.class() {
-        // CKA_VALUE is an EC private key's scalar (no other private key has one).
+        // CKA_VALUE is an EC private key's scalar or a post-quantum private key; CKA_SEED an
+        // ML-DSA private key's seed.
         Some(CKO_PRIVATE_KEY) => matches!(
             t,
             CKA_PRIVATE_EXPONENT
@@ -177,6 +189,7 @@ pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
                 | CKA_EXPONENT_2
                 | CKA_COEFFICIENT
                 | CKA_VALUE
+                | CKA_SEED
         ),
         Some(CKO_SECRET_KEY) => t == CKA_VALUE,
         _ => false,
@@ -331,6 +344,7 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
     let key_type = a.key_type();
     match (class, key_type) {
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(CKK_RSA | CKK_EC | CKK_EC_EDWARDS)) => {}
+        (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(k)) if is_pq(k) => {}
         (CKO_SECRET_KEY, Some(CKK_AES | CKK_GENERIC_SECRET)) => {}
         (CKO_SECRET_KEY, Some(k)) if crate::mechanism::mac::HMAC_KEY_TYPES.contains(&k) => {}
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY | CKO_SECRET_KEY, None) => {
@@ -371,8 +385,8 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
         a.set_bool(CKA_LOCAL, local);
         a.set_ulong(CKA_KEY_GEN_MECHANISM, mech);
     }
-    if matches!(key_type, Some(CKK_EC | CKK_EC_EDWARDS)) {
-        // EC keys sign and verify only: the flags of what they cannot do default to false,
+    if matches!(key_type, Some(CKK_EC | CKK_EC_EDWARDS)) || key_type.is_some_and(is_pq) {
+        // EC and post-quantum signature keys sign and verify only: the flags of what they cannot do default to false,
         // so an application choosing a key by CKA_DECRYPT or CKA_WRAP does not pick one.
         for t in [
             CKA_ENCRYPT,
@@ -478,6 +492,10 @@ fn required_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &
     match (class, key_type) {
         (CKO_PUBLIC_KEY, Some(CKK_RSA)) => &[CKA_MODULUS, CKA_PUBLIC_EXPONENT],
         (CKO_PRIVATE_KEY, Some(CKK_RSA)) => &[CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT],
+        // A private key's CKA_SEED or CKA_VALUE, as its family needs, is checked when the key
+        // is read (`object::derive_key_attributes`).
+        (CKO_PUBLIC_KEY, Some(k)) if is_pq(k) => &[CKA_PARAMETER_SET, CKA_VALUE],
+        (CKO_PRIVATE_KEY, Some(k)) if is_pq(k) => &[CKA_PARAMETER_SET],
         (CKO_PUBLIC_KEY, _) => &[CKA_EC_PARAMS, CKA_EC_POINT],
         _ => &[CKA_EC_PARAMS, CKA_VALUE],
     }

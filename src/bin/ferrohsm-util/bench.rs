@@ -37,7 +37,9 @@ pub struct Bench {
     seconds: f64,
     /// sha256-rsa-pkcs, rsa-pkcs (over a SHA-256 DigestInfo), sha256-rsa-pkcs-pss, ecdsa-p256,
     /// ecdsa-p384 (CKM_ECDSA over a hash of the curve's size, as `openssl speed ecdsap256`
-    /// signs a digest) or eddsa-ed25519 (CKM_EDDSA, pure, over a 32-byte message).
+    /// signs a digest), eddsa-ed25519 (CKM_EDDSA, pure, over a 32-byte message), or a
+    /// post-quantum set of `speed --pq` such as ml-dsa-65 or slh-dsa-128f (CKM_ML_DSA,
+    /// CKM_SLH_DSA, pure, hedged, over a 32-byte message).
     #[arg(long, default_value = "sha256-rsa-pkcs")]
     mechanism: String,
     /// Print one JSON object per module.
@@ -81,10 +83,15 @@ enum KeyKind {
         &'static str,
         &'static (&'static str, &'static str, u32, &'static [u8], bool),
     ),
+    /// A post-quantum parameter set of `speed_pq::SETS`.
+    Pq(&'static crate::speed_pq::PqSet),
 }
 
 impl KeyKind {
     fn of(mechanism: &str) -> KeyKind {
+        if let Some(set) = crate::speed_pq::find(mechanism) {
+            return KeyKind::Pq(set);
+        }
         EC_MECHANISMS
             .iter()
             .find(|m| m.0 == mechanism)
@@ -98,7 +105,7 @@ impl KeyKind {
     /// (bits, CKA_EC_PARAMS, Edwards) of an EC kind.
     fn curve(self) -> Option<(u32, &'static [u8], bool)> {
         match self {
-            KeyKind::Rsa => None,
+            KeyKind::Rsa | KeyKind::Pq(_) => None,
             KeyKind::Ec(_, &(_, _, bits, params, edwards)) => Some((bits, params, edwards)),
         }
     }
@@ -108,10 +115,15 @@ impl KeyKind {
         match self {
             KeyKind::Rsa => format!("RSA-{rsa_bits}"),
             KeyKind::Ec(name, _) => name.into(),
+            KeyKind::Pq(set) => set.label.into(),
         }
     }
 
+    /// Key bits; 0 for post-quantum keys, which are named by their parameter set.
     fn bits(self, rsa_bits: u64) -> u64 {
+        if let KeyKind::Pq(_) = self {
+            return 0;
+        }
         self.curve().map_or(rsa_bits, |c| c.0.into())
     }
 }
@@ -119,6 +131,9 @@ impl KeyKind {
 /// The mechanism and data of `--mechanism` (built per thread: mechanisms cannot cross threads).
 fn mechanism(name: &str) -> Result<(Mechanism<'static>, Vec<u8>)> {
     use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
+    if let KeyKind::Pq(set) = KeyKind::of(name) {
+        return Ok((set.mechanism(), b"ferrohsm speed test message, 32b".to_vec()));
+    }
     Ok(match KeyKind::of(name).curve() {
         Some((_, _, true)) => (
             Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure)),
@@ -168,12 +183,13 @@ fn load(path: &PathBuf, a: &Bench, pin: &str, count: usize) -> Result<Loaded> {
         .map_err(|e| explain("login", e))?;
     let mut keys = vec![];
     let mut owned = vec![];
-    let (generate, public) = match KeyKind::of(&a.mechanism).curve() {
-        None => (
+    let (generate, public) = match (KeyKind::of(&a.mechanism), KeyKind::of(&a.mechanism).curve()) {
+        (KeyKind::Pq(set), _) => (set.keygen(), set.parameter_set()),
+        (_, None) => (
             Mechanism::RsaPkcsKeyPairGen,
             Attribute::ModulusBits(a.key_size.into()),
         ),
-        Some((_, params, edwards)) => (
+        (_, Some((_, params, edwards))) => (
             crate::speed_ec::keygen_mechanism(edwards),
             Attribute::EcParams(params.to_vec()),
         ),

@@ -8,6 +8,7 @@ mod plot;
 mod progress;
 mod speed;
 mod speed_ec;
+mod speed_pq;
 
 use ferrohsm::cli::{docs, tokens};
 

@@ -44,6 +44,11 @@ pub struct Speed {
     /// ed25519); `--curves ''` leaves it out. Not printed with `--json` or `--kernel`.
     #[arg(long, value_delimiter = ',', default_values_t = ["p256".to_string(), "p384".into(), "p521".into(), "ed25519".into()])]
     curves: Vec<String>,
+    /// Post-quantum parameter sets for the ML-DSA/SLH-DSA table printed after the EC one
+    /// (ml-dsa-44, ml-dsa-65, ml-dsa-87, slh-dsa-128f, slh-dsa-shake-128f, slh-dsa-128s);
+    /// `--pq ''` leaves it out. Not printed with `--json` or `--kernel`.
+    #[arg(long, value_delimiter = ',', default_values_t = ["ml-dsa-65".to_string(), "slh-dsa-128f".into()])]
+    pq: Vec<String>,
 }
 
 /// One measured size.
@@ -223,6 +228,8 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     let threads = a.threads.unwrap_or(8 * cores).max(1);
     let curves: Vec<String> = a.curves.iter().filter(|c| !c.is_empty()).cloned().collect();
     crate::speed_ec::check_curves(&curves)?;
+    let pq: Vec<String> = a.pq.iter().filter(|c| !c.is_empty()).cloned().collect();
+    crate::speed_pq::check(&pq)?;
     if a.kernel == "auto" {
         // The module's own choice (FERROHSM_KERNEL, if the user set it, still applies).
         let (rows, fill) = measure_sizes(m, &a, cores, threads)?;
@@ -233,6 +240,10 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
             if !curves.is_empty() {
                 println!();
                 crate::speed_ec::run(m, &curves, a.seconds, threads)?;
+            }
+            if !pq.is_empty() {
+                println!();
+                crate::speed_pq::run(m, &pq, a.seconds, threads)?;
             }
         }
         return Ok(());

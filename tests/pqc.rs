@@ -461,7 +461,7 @@ fn bad_templates_and_parameters_get_the_specified_codes() {
         RvError::MechanismParamInvalid
     );
     // An SLH-DSA private key whose PK.root is not its seeds' root.
-    let (_, good) = keypair(&s, &Mechanism::SlhDsaKeyPairGen, CKP_SLH_DSA_SHAKE_128F, true);
+    let (good_public, good) = keypair(&s, &Mechanism::SlhDsaKeyPairGen, CKP_SLH_DSA_SHAKE_128F, true);
     let mut value = bytes(&s, good, AttributeType::Value);
     *value.last_mut().unwrap() ^= 1;
     let bad = s.create_object(&[
@@ -472,6 +472,31 @@ fn bad_templates_and_parameters_get_the_specified_codes() {
         Attribute::Value(value),
     ]);
     assert_eq!(rv(bad.unwrap_err()), RvError::TemplateInconsistent);
+    // SLH-DSA has no CKA_SEED: a private key that brings one is refused, not stored unchecked.
+    let seeded = s.create_object(&[
+        Attribute::Class(ObjectClass::PRIVATE_KEY),
+        Attribute::KeyType(KeyType::SLH_DSA),
+        Attribute::Token(false),
+        set(CKP_SLH_DSA_SHAKE_128F),
+        Attribute::Value(bytes(&s, good, AttributeType::Value)),
+        Attribute::Seed(vec![1; 32]),
+    ]);
+    assert_eq!(rv(seeded.unwrap_err()), RvError::AttributeTypeInvalid);
+    // A signature of the wrong length: CKR_SIGNATURE_LEN_RANGE, as for every other mechanism;
+    // the right length with a flipped bit: CKR_SIGNATURE_INVALID.
+    let mech = slhdsa(HedgeType::Preferred, b"");
+    let mut sig = s.sign(&mech, good, b"m").unwrap();
+    for cut in [&sig[..sig.len() - 1], &[sig.as_slice(), &[0]].concat()[..]] {
+        assert_eq!(
+            rv(s.verify(&mech, good_public, b"m", cut).unwrap_err()),
+            RvError::SignatureLenRange
+        );
+    }
+    sig[0] ^= 1;
+    assert_eq!(
+        rv(s.verify(&mech, good_public, b"m", &sig).unwrap_err()),
+        RvError::SignatureInvalid
+    );
     // The mechanisms are listed with the public key sizes in bytes.
     let slot = s.get_session_info().unwrap().slot_id();
     for (m, min, max) in [

@@ -121,7 +121,8 @@ impl Family for MlDsa {
 }
 
 fn from_seed(set: CK_ULONG, seed: &[u8]) -> Result<Box<dyn PrivateKey>> {
-    let Ok(seed) = B32::try_from(seed) else {
+    // The copy is the key itself: zeroized on drop (the crate's array type does not).
+    let Ok(seed) = B32::try_from(seed).map(Zeroizing::new) else {
         return fail_because(
             CKR_ATTRIBUTE_VALUE_INVALID,
             format!("an ML-DSA seed is {SEED_LEN} bytes, not {}", seed.len()),
@@ -243,6 +244,10 @@ impl<P: MlDsaParams> PublicKey for Public<P> {
 
     fn public_key_info(&self) -> Vec<u8> {
         pq::spki(&oid(self.set), &self.value())
+    }
+
+    fn signature_len(&self) -> usize {
+        signature_len(self.set)
     }
 
     fn verify_internal(&self, message: &[&[u8]], signature: &[u8]) -> bool {

@@ -58,6 +58,8 @@ pub trait PublicKey: Send + Sync {
     fn public_key_info(&self) -> Vec<u8>;
     /// `Verify_internal` over M' given in parts.
     fn verify_internal(&self, message: &[&[u8]], signature: &[u8]) -> bool;
+    /// The set's signature length: C_Verify refuses any other with CKR_SIGNATURE_LEN_RANGE.
+    fn signature_len(&self) -> usize;
 }
 
 pub fn family(key_type: CK_KEY_TYPE) -> Option<&'static dyn Family> {
@@ -217,6 +219,16 @@ pub fn verify(
     value: &[u8],
     sig: &[u8],
 ) -> Result<()> {
+    if sig.len() != key.signature_len() {
+        return fail_because(
+            CKR_SIGNATURE_LEN_RANGE,
+            format!(
+                "this key's signatures are {} bytes, not {}",
+                key.signature_len(),
+                sig.len()
+            ),
+        );
+    }
     let (header, oid) = header(prehash, params)?;
     let message = framed(&header, params, &oid, value);
     if key.verify_internal(&message, sig) {

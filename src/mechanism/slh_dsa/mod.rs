@@ -92,9 +92,17 @@ impl Family for SlhDsa {
     fn private_key(
         &self,
         set: CK_ULONG,
-        _seed: Option<&[u8]>,
+        seed: Option<&[u8]>,
         value: Option<&[u8]>,
     ) -> Result<Box<dyn PrivateKey>> {
+        // PKCS#11 3.2 gives SLH-DSA keys no CKA_SEED: refused rather than stored unchecked
+        // (generation refuses it too).
+        if seed.is_some() {
+            return fail_because(
+                CKR_ATTRIBUTE_TYPE_INVALID,
+                "an SLH-DSA private key has no CKA_SEED (its seeds are inside CKA_VALUE)",
+            );
+        }
         let Some(value) = value else {
             return fail_because(CKR_TEMPLATE_INCOMPLETE, "an SLH-DSA private key needs CKA_VALUE");
         };
@@ -238,6 +246,10 @@ impl<P: ParameterSet> PublicKey for Public<P> {
         let mut oid = vec![0x06, body.len() as u8];
         oid.extend_from_slice(body);
         pq::spki(&oid, &self.value())
+    }
+
+    fn signature_len(&self) -> usize {
+        <P as SignatureLen>::SigLen::USIZE
     }
 
     fn verify_internal(&self, message: &[&[u8]], signature: &[u8]) -> bool {

@@ -20,6 +20,8 @@
 //! Numbers are kept in five signed 62-bit limbs (limbs 0-3 in [0, 2^62), limb 4 signed): a
 //! 62-bit factor times a limb plus another fits an i128 with room for the carries.
 
+use zeroize::Zeroize;
+
 /// Low 62 bits.
 const M62: u64 = (1 << 62) - 1;
 
@@ -60,16 +62,20 @@ impl Modulus {
         // ζ = -(δ + 1/2): δ = 1/2 at the start.
         let mut zeta: i64 = -1;
         for _ in 0..BATCHES {
-            let t;
+            let mut t;
             (zeta, t) = divsteps_62(zeta, low64(&f), low64(&g));
             self.update_de(&mut d, &mut e, &t);
             update_fg(&mut f, &mut g, &t);
+            t.zeroize();
         }
         // g = 0 and f = ±gcd = ±1 (for a ≠ 0): d·a ≡ f (mod m).
-        let r = from_s62(&self.normalize(d, f[4] >> 63));
-        d.fill(0);
-        e.fill(0);
-        g.fill(0);
+        self.normalize(&mut d, f[4] >> 63);
+        let r = from_s62(&d);
+        // The steps' state is a function of the secret: volatile writes the optimiser keeps.
+        for x in [&mut d, &mut e, &mut f, &mut g] {
+            x.zeroize();
+        }
+        zeta.zeroize();
         r
     }
 
@@ -109,7 +115,7 @@ impl Modulus {
     }
 
     /// d·sign mod m in [0, m), for d in (-2m, m) and sign 0 (+1) or -1 (-1), without a branch.
-    fn normalize(&self, mut d: S62, sign: i64) -> S62 {
+    fn normalize(&self, d: &mut S62, sign: i64) {
         let add_m = |d: &mut S62| {
             let neg = d[4] >> 63;
             for (l, m) in d.iter_mut().zip(self.m) {
@@ -117,13 +123,12 @@ impl Modulus {
             }
             carry(d);
         };
-        add_m(&mut d);
+        add_m(d);
         for l in d.iter_mut() {
             *l = (*l ^ sign).wrapping_sub(sign);
         }
-        carry(&mut d);
-        add_m(&mut d);
-        d
+        carry(d);
+        add_m(d);
     }
 }
 

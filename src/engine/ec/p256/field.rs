@@ -339,7 +339,10 @@ impl<A: Arith> Fe<A> {
     /// self⁻¹ (0 for 0), constant time: Bernstein–Yang divsteps (`engine::ec::safegcd`) on
     /// the Montgomery form a·R give (a·R)⁻¹, and one multiplication by R³ makes it a⁻¹·R.
     pub fn invert(&self) -> Fe<A> {
-        Fe::from_limbs(MODULUS.invert(&self.0)).mul(&Fe::from_limbs(R3))
+        let mut raw = Fe::<A>::from_limbs(MODULUS.invert(&self.0));
+        let r = raw.mul(&Fe::from_limbs(R3));
+        raw.zeroize();
+        r
     }
 }
 

@@ -104,7 +104,10 @@ impl Scalar {
 
     /// self⁻¹ (0 for 0), constant time: divsteps on a·R give (a·R)⁻¹, times R³ gives a⁻¹·R.
     pub fn invert(&self) -> Scalar {
-        Scalar(MODULUS.invert(&self.0)).mul(&Scalar(R3))
+        let mut raw = Scalar(MODULUS.invert(&self.0));
+        let r = raw.mul(&Scalar(R3));
+        raw.zeroize();
+        r
     }
 
     /// Whether zero (variable time: for public values).

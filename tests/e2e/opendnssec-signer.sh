@@ -5,7 +5,7 @@
 # and Ed25519 (algorithm 15) keys. Independently: every key is on the token (pkcs11-tool lists
 # their CKA_IDs) and each signed zone passes ldns-verify-zone and dnssec-verify.
 . "$(dirname "$0")/common.sh"
-need ods-enforcerd ods-enforcer ods-signerd ods-signer sqlite3 pkcs11-tool
+need ods-enforcerd ods-enforcer ods-signerd ods-signer sqlite3 pkcs11-tool ldns-verify-zone
 mkdir -p "$WORK/ods/enforcer" "$WORK/ods/signer" "$WORK/ods/run"
 # The signer's control socket has no configuration element: it is /run/opendnssec/engine.sock.
 mkdir -p /run/opendnssec
@@ -85,22 +85,22 @@ for spec in "${zones[@]}"; do
         --output "$WORK/ods/$zone.signed" --signerconf "$WORK/ods/$zone.signconf.xml" >/dev/null
 done
 # The signer works on the zones in turn: up to 180 s in all for the three on a busy machine
-# (it stops waiting as soon as they are signed).
-# A zone is done when its file has the SOA's and the DNSKEY set's signatures and has not
-# changed since the last look: the first RRSIG alone can be a file still being written (seen
-# once as "no signatures for example.org.DNSKEY").
-declare -A last_size
+# (it stops waiting as soon as they are signed). A zone is done when a snapshot of its output
+# has the SOA's and the DNSKEY set's signatures and passes ldns-verify-zone: the signer
+# rewrites the file as keys become active, so the first RRSIGs, or a size that held still for
+# 0.2 s, were seen twice as a file whose DNSKEY set was not yet signed ("no signatures for
+# example.org. DNSKEY"). The checks below read that verified snapshot.
+declare -A snapshot_ok
 for _ in $(seq 1 900); do
     done_zones=0
     for spec in "${zones[@]}"; do
         IFS=: read -r zone _ _ <<<"$spec"
         f="$WORK/ods/$zone.signed"
-        size=$(stat -c %s "$f" 2>/dev/null || echo 0)
-        if grep -qsE "RRSIG[[:space:]]+SOA[[:space:]]" "$f" && grep -qsE "RRSIG[[:space:]]+DNSKEY[[:space:]]" "$f" \
-            && [ "${last_size[$zone]:-}" = "$size" ]; then
-            done_zones=$((done_zones + 1))
+        if [ -z "${snapshot_ok[$zone]:-}" ] && grep -qsE "RRSIG[[:space:]]+SOA[[:space:]]" "$f" \
+            && grep -qsE "RRSIG[[:space:]]+DNSKEY[[:space:]]" "$f"; then
+            cp "$f" "$f.snapshot" && ldns-verify-zone "$f.snapshot" >/dev/null 2>&1 && snapshot_ok[$zone]=1
         fi
-        last_size[$zone]=$size
+        [ -n "${snapshot_ok[$zone]:-}" ] && done_zones=$((done_zones + 1))
     done
     [ "$done_zones" -eq "${#zones[@]}" ] && break
     sleep 0.2
@@ -110,6 +110,8 @@ keys=$("${enforcer[@]}" key list --verbose 2>&1)
 for spec in "${zones[@]}"; do
     IFS=: read -r zone _ alg <<<"$spec"
     signed="$WORK/ods/$zone.signed"
+    # The verified snapshot, or the file as it is if none verified (its errors are then shown).
+    [ -n "${snapshot_ok[$zone]:-}" ] && signed="$signed.snapshot"
     grep -qE "RRSIG[[:space:]]+SOA[[:space:]]+$alg[[:space:]]" "$signed" 2>/dev/null || {
         echo "FAIL: OpenDNSSEC did not sign $zone with algorithm $alg; enforcer and signer logs:" >&2
         cat "$WORK/ods/enforcerd.log" "$WORK/ods/signerd.log" >&2

@@ -155,6 +155,37 @@ fn main() {
             std::hint::black_box(std::hint::black_box(ks).invert_vartime());
         })
     );
+    // P-384: the crate's inversions against the engine's divsteps (ec_sign::SignCurve).
+    {
+        use ec_sign::SignCurve;
+        use p256::elliptic_curve::Field;
+        type C = p384::NistP384;
+        type Fp = <C as primeorder::FieldArithmetic>::FieldElement;
+        let k = p384::Scalar::from(0x1234_5678_9abc_def1u64).square().square().square();
+        let z = Fp::from(0x0fed_cba9_8765_4321u64).square().square().square();
+        let k384 = p384::SecretKey::from_slice(&[0x42; 48]).unwrap();
+        let nz = *k384.to_nonzero_scalar();
+        let z48 = [0x5au8; 48];
+        for (name, t) in [
+            ("P-384 scalar invert, crate", us(|| {
+                std::hint::black_box(std::hint::black_box(k).invert());
+            })),
+            ("P-384 scalar invert, divsteps", us(|| {
+                std::hint::black_box(C::invert_scalar(std::hint::black_box(&k)));
+            })),
+            ("P-384 field invert, crate", us(|| {
+                std::hint::black_box(Field::invert(std::hint::black_box(&z)));
+            })),
+            ("P-384 field invert, divsteps", us(|| {
+                std::hint::black_box(C::invert_field(std::hint::black_box(&z)));
+            })),
+            ("P-384 ec_sign::sign (nonce + sign)", us(|| {
+                std::hint::black_box(ec_sign::sign::<C>(&nz, &z48, &z48, &ad));
+            })),
+        ] {
+            println!("  {:<34} {:8.2} µs", name, t);
+        }
+    }
     println!("family portable");
     family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s);
     #[cfg(target_arch = "x86_64")]

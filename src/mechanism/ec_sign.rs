@@ -52,11 +52,72 @@ pub trait SignCurve: PrimeCurveParams + EcdsaCurve + DigestAlgorithm {
         zs: &Scalar<Self>,
         k: &NonZeroScalar<Self>,
     ) -> (Scalar<Self>, Scalar<Self>) {
-        let k_inv = Zeroizing::new(*k.invert());
+        let k_inv = Zeroizing::new(Self::invert_scalar(k.as_ref()));
         let r = <Scalar<Self> as Reduce<FieldBytes<Self>>>::reduce(&Self::mul_x(k));
         let s = *k_inv * (*zs + r * d.as_ref());
         (r, s)
     }
+
+    /// k⁻¹ for a nonzero k, constant time: the crate's inversion unless the curve has better.
+    fn invert_scalar(k: &Scalar<Self>) -> Scalar<Self> {
+        *k.invert()
+    }
+
+    /// z⁻¹ for a nonzero field element (the comb's Z), constant time: likewise.
+    fn invert_field(z: &Self::FieldElement) -> Self::FieldElement {
+        Field::invert(z).unwrap_or(Self::FieldElement::ZERO)
+    }
+}
+
+/// P-384's moduli for the engine's constant-time divsteps (`engine::ec::safegcd`): 9.x µs
+/// each against the crate's inversions (measured in benches/p256.rs's P-384 rows).
+mod p384_inv {
+    use crate::engine::ec::safegcd::Modulus;
+
+    /// Big-endian bytes as little-endian 64-bit limbs.
+    fn limbs(b: &[u8]) -> [u64; 6] {
+        core::array::from_fn(|i| u64::from_be_bytes(b[40 - 8 * i..48 - 8 * i].try_into().expect("8 bytes")))
+    }
+
+    fn bytes(l: &[u64; 6]) -> [u8; 48] {
+        let mut b = [0u8; 48];
+        for (i, x) in l.iter().enumerate() {
+            b[40 - 8 * i..48 - 8 * i].copy_from_slice(&x.to_be_bytes());
+        }
+        b
+    }
+
+    /// x⁻¹ mod m for the big-endian x below m (0 for 0), constant time; the limbs zeroized.
+    pub fn invert(m: &Modulus<6, 7>, x: &[u8]) -> [u8; 48] {
+        use zeroize::Zeroize;
+        let mut a = limbs(x);
+        let mut inv = m.invert(&a);
+        let out = bytes(&inv);
+        a.zeroize();
+        inv.zeroize();
+        out
+    }
+
+    const fn be(s: &str) -> [u64; 6] {
+        let b = s.as_bytes();
+        let mut l = [0u64; 6];
+        let mut i = 0;
+        while i < 96 {
+            let c = b[i];
+            let v = (if c >= b'a' { c - b'a' + 10 } else { c - b'0' }) as u64;
+            let pos = 95 - i;
+            l[pos / 16] |= v << (4 * (pos % 16));
+            i += 1;
+        }
+        l
+    }
+
+    pub const P: Modulus<6, 7> = Modulus::new(&be(
+        "fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffeffffffff0000000000000000ffffffff",
+    ));
+    pub const N: Modulus<6, 7> = Modulus::new(&be(
+        "ffffffffffffffffffffffffffffffffffffffffffffffffc7634d81f4372ddf581a0db248b0a77aecec196accc52973",
+    ));
 }
 
 /// P-384 and P-521: the comb below over the crates' field types.
@@ -70,8 +131,28 @@ macro_rules! sign_curve {
         }
     };
 }
-sign_curve!(p384::NistP384);
 sign_curve!(p521::NistP521);
+
+/// P-384: the comb above, with k⁻¹ and Z⁻¹ by the engine's divsteps.
+impl SignCurve for p384::NistP384 {
+    fn mul_x(k: &NonZeroScalar<Self>) -> FieldBytes<Self> {
+        static T: LazyLock<Comb<p384::NistP384>> = LazyLock::new(Comb::new);
+        T.mul_x(k)
+    }
+
+    fn invert_scalar(k: &Scalar<Self>) -> Scalar<Self> {
+        let mut b = k.to_repr();
+        let inv = Zeroizing::new(p384_inv::invert(&p384_inv::N, &b));
+        b.zeroize();
+        // Below n by construction: from_repr accepts it (unwrap_or selects, no branch).
+        Scalar::<Self>::from_repr((*inv).into()).unwrap_or(Scalar::<Self>::ZERO)
+    }
+
+    fn invert_field(z: &Self::FieldElement) -> Self::FieldElement {
+        let inv = Zeroizing::new(p384_inv::invert(&p384_inv::P, &z.to_repr()));
+        Self::FieldElement::from_repr((*inv).into()).unwrap_or(Self::FieldElement::ZERO)
+    }
+}
 
 /// P-256: the engine's dedicated arithmetic (`engine::ec::p256`) for k·G and s.
 impl SignCurve for p256::NistP256 {
@@ -107,7 +188,7 @@ pub struct Comb<C: PrimeCurveParams> {
     _c: core::marker::PhantomData<C>,
 }
 
-impl<C: PrimeCurveParams> Comb<C> {
+impl<C: SignCurve> Comb<C> {
     fn new() -> Self {
         debug_assert!(C::EQUATION_A == -C::FieldElement::from(3));
         let nbits = Scalar::<C>::NUM_BITS as usize;
@@ -201,7 +282,7 @@ impl<C: PrimeCurveParams> Comb<C> {
         }
         let (x, _, z) = acc.expect("at least one window");
         // Z is never zero (k·G is not the identity); no branch on it either way.
-        let zinv = Field::invert(&z).unwrap_or(C::FieldElement::ZERO);
+        let zinv = C::invert_field(&z);
         (x * zinv).to_repr()
     }
 }
@@ -337,6 +418,30 @@ pub mod fault {
 mod tests {
     use super::*;
     use ecdsa::hazmat::sign_prehashed_rfc6979;
+
+    /// P-384's divsteps inversions equal the crate's, modulo n and p: edges and random values.
+    #[test]
+    fn p384_inversions_agree_with_the_crate() {
+        type C = p384::NistP384;
+        type Fp = <C as primeorder::FieldArithmetic>::FieldElement;
+        let mut scalars = vec![Scalar::<C>::ONE, -Scalar::<C>::ONE, Scalar::<C>::from(2u64)];
+        let mut fields = vec![Fp::ONE, -Fp::ONE, Fp::from(2u64), Fp::from(3u64)];
+        for _ in 0..2000 {
+            let mut b = FieldBytes::<C>::default();
+            getrandom::fill(&mut b).unwrap();
+            scalars.push(<Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&b));
+            b[0] &= 0x7f;
+            fields.push(Fp::from_repr(b).unwrap());
+        }
+        for k in scalars {
+            let want = Option::<Scalar<C>>::from(k.invert()).unwrap_or(Scalar::<C>::ZERO);
+            assert_eq!(C::invert_scalar(&k), want);
+        }
+        for z in fields {
+            let want = Option::<Fp>::from(Field::invert(&z)).unwrap_or(Fp::ZERO);
+            assert_eq!(C::invert_field(&z), want);
+        }
+    }
 
     fn random(n: usize) -> Vec<u8> {
         let mut v = vec![0u8; n];

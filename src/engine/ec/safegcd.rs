@@ -1,9 +1,10 @@
-//! Constant-time modular inversion for odd moduli below 2^256 by Bernstein and Yang's
-//! divsteps ("Fast constant-time gcd computation and modular inversion", 2019), in the
-//! half-delta variant (δ starts at 1/2), for which 590 division steps provably suffice for
-//! 256-bit inputs (Wuille's safegcd-bounds); this runs 620 (10 batches of 62: the steps
-//! after g reaches 0 change nothing). The signer inverts secrets with it: the nonce k modulo
-//! n and the Z coordinate of k·G modulo p.
+//! Constant-time modular inversion for odd moduli of 64·L bits by Bernstein and Yang's divsteps
+//! ("Fast constant-time gcd computation and modular inversion", 2019). At 256 bits the
+//! half-delta variant (δ starts at 1/2), for which 590 division steps provably suffice
+//! (Wuille's safegcd-bounds): 10 batches of 62. At other sizes the paper's own divstep (δ
+//! starts at 1) with its Theorem 11.2 bound, ⌊(49d + 57)/17⌋ steps for d-bit inputs (1,110 at
+//! 384 bits: 18 batches). Steps after g reaches 0 change nothing. The signers invert secrets
+//! with it: the nonce k modulo n and the Z coordinate of k·G modulo p (P-256 and P-384).
 //!
 //! Why: Fermat's a^(m-2) costs about 260 squarings and 12-40 multiplications, one after the
 //! other; a squaring is latency-bound at ~19 ns on the EPYC, so 5.4 µs (p, addition chain)
@@ -17,29 +18,29 @@
 //! runs it under valgrind with the secret marked undefined. The p256 crate's safegcd
 //! (crypto-bigint) was refused for that test: it branches on the value.
 //!
-//! Numbers are kept in five signed 62-bit limbs (limbs 0-3 in [0, 2^62), limb 4 signed): a
-//! 62-bit factor times a limb plus another fits an i128 with room for the carries.
+//! Numbers are kept in S signed 62-bit limbs (all but the top one in [0, 2^62), the top one
+//! signed): a 62-bit factor times a limb plus another fits an i128 with room for the carries.
 
 use zeroize::Zeroize;
 
 /// Low 62 bits.
 const M62: u64 = (1 << 62) - 1;
 
-/// Batches of 62 divsteps: 620 ≥ 590.
-const BATCHES: usize = 10;
-
-/// A signed integer Σ l[i]·2^(62·i).
-type S62 = [i64; 5];
-
-/// An odd modulus below 2^256 and what inversion needs of it, made at compile time.
-pub struct Modulus {
-    m: S62,
+/// An odd modulus of L 64-bit limbs (its top bit set) and what inversion needs of it, made
+/// at compile time; S is the number of 62-bit limbs (62·S ≥ 64·L + 2: room for the sign).
+pub struct Modulus<const L: usize, const S: usize> {
+    m: [i64; S],
     /// m⁻¹ mod 2^62.
     m_inv62: u64,
+    /// Batches of 62 divsteps.
+    batches: usize,
+    /// All ones for the paper's divstep (δ from 1), 0 for the half-delta variant.
+    original: u64,
 }
 
-impl Modulus {
-    pub const fn new(m: &[u64; 4]) -> Modulus {
+impl<const L: usize, const S: usize> Modulus<L, S> {
+    pub const fn new(m: &[u64; L]) -> Modulus<L, S> {
+        assert!(62 * S >= 64 * L + 2 && m[0] & 1 == 1 && m[L - 1] >> 63 == 1);
         // Newton: each step doubles the number of correct low bits of m⁻¹ (m·m ≡ 1 mod 8).
         let mut x = m[0];
         let mut i = 0;
@@ -47,29 +48,37 @@ impl Modulus {
             x = x.wrapping_mul(2u64.wrapping_sub(m[0].wrapping_mul(x)));
             i += 1;
         }
+        let (original, steps) = if L == 4 {
+            (0, 590)
+        } else {
+            (u64::MAX, (49 * 64 * L + 57) / 17)
+        };
         Modulus {
             m: to_s62(m),
             m_inv62: x & M62,
+            batches: steps.div_ceil(62),
+            original,
         }
     }
 
     /// a⁻¹ mod m for a < m (0 for 0), constant time in a.
-    pub fn invert(&self, a: &[u64; 4]) -> [u64; 4] {
+    pub fn invert(&self, a: &[u64; L]) -> [u64; L] {
         let mut f = self.m;
-        let mut g = to_s62(a);
-        let mut d: S62 = [0; 5];
-        let mut e: S62 = [1, 0, 0, 0, 0];
-        // ζ = -(δ + 1/2): δ = 1/2 at the start.
+        let mut g = to_s62::<L, S>(a);
+        let mut d = [0i64; S];
+        let mut e = [0i64; S];
+        e[0] = 1;
+        // Half-delta: ζ = -(δ + 1/2), δ = 1/2. The paper's divstep: ζ = -δ, δ = 1. Both -1.
         let mut zeta: i64 = -1;
-        for _ in 0..BATCHES {
+        for _ in 0..self.batches {
             let mut t;
-            (zeta, t) = divsteps_62(zeta, low64(&f), low64(&g));
+            (zeta, t) = divsteps_62(zeta, low64(&f), low64(&g), self.original);
             self.update_de(&mut d, &mut e, &t);
             update_fg(&mut f, &mut g, &t);
             t.zeroize();
         }
         // g = 0 and f = ±gcd = ±1 (for a ≠ 0): d·a ≡ f (mod m).
-        self.normalize(&mut d, f[4] >> 63);
+        self.normalize(&mut d, f[S - 1] >> 63);
         let r = from_s62(&d);
         // The steps' state is a function of the secret: volatile writes the optimiser keeps.
         for x in [&mut d, &mut e, &mut f, &mut g] {
@@ -82,10 +91,10 @@ impl Modulus {
     /// [d, e] ← t·[d, e] / 2^62 (mod m), for d and e in (-2m, m); the results are in the same
     /// range (the bounds of libsecp256k1's safegcd explanation, section 4).
     #[inline(always)]
-    fn update_de(&self, d: &mut S62, e: &mut S62, t: &[i64; 4]) {
+    fn update_de(&self, d: &mut [i64; S], e: &mut [i64; S], t: &[i64; 4]) {
         let [u, v, q, r] = *t;
         let m = &self.m;
-        let (sd, se) = (d[4] >> 63, e[4] >> 63);
+        let (sd, se) = (d[S - 1] >> 63, e[S - 1] >> 63);
         // Adding m to a negative d or e, folded into the multiple of m added below.
         let mut md = (u & sd).wrapping_add(v & se);
         let mut me = (q & sd).wrapping_add(r & se);
@@ -96,7 +105,7 @@ impl Modulus {
         me = me.wrapping_sub((self.m_inv62.wrapping_mul(ce as u64).wrapping_add(me as u64) & M62) as i64);
         cd = cd.wrapping_add(mul(m[0], md)) >> 62;
         ce = ce.wrapping_add(mul(m[0], me)) >> 62;
-        for i in 1..5 {
+        for i in 1..S {
             cd = cd
                 .wrapping_add(mul(u, d[i]))
                 .wrapping_add(mul(v, e[i]))
@@ -110,14 +119,14 @@ impl Modulus {
             cd >>= 62;
             ce >>= 62;
         }
-        d[4] = cd as i64;
-        e[4] = ce as i64;
+        d[S - 1] = cd as i64;
+        e[S - 1] = ce as i64;
     }
 
     /// d·sign mod m in [0, m), for d in (-2m, m) and sign 0 (+1) or -1 (-1), without a branch.
-    fn normalize(&self, d: &mut S62, sign: i64) {
-        let add_m = |d: &mut S62| {
-            let neg = d[4] >> 63;
+    fn normalize(&self, d: &mut [i64; S], sign: i64) {
+        let add_m = |d: &mut [i64; S]| {
+            let neg = d[S - 1] >> 63;
             for (l, m) in d.iter_mut().zip(self.m) {
                 *l = l.wrapping_add(m & neg);
             }
@@ -132,10 +141,10 @@ impl Modulus {
     }
 }
 
-/// Limbs 0-3 back into [0, 2^62), their carries into the next limb.
+/// Every limb but the top one back into [0, 2^62), its carry into the next limb.
 #[inline(always)]
-fn carry(d: &mut S62) {
-    for i in 0..4 {
+fn carry<const S: usize>(d: &mut [i64; S]) {
+    for i in 0..S - 1 {
         d[i + 1] = d[i + 1].wrapping_add(d[i] >> 62);
         d[i] &= M62 as i64;
     }
@@ -143,14 +152,16 @@ fn carry(d: &mut S62) {
 
 /// 62 divsteps on the low 64 bits of f (odd) and g: the new ζ and the matrix [u, v, q, r]
 /// with u·f + v·g = f'·2^62 and q·f + r·g = g'·2^62, every entry of magnitude at most 2^62.
+/// `original` all ones: the paper's divstep (ζ = -δ: ζ ← -ζ - 1 on a swap), else the
+/// half-delta one (ζ ← -ζ - 2).
 #[inline(always)]
-fn divsteps_62(mut zeta: i64, f0: u64, g0: u64) -> (i64, [i64; 4]) {
+fn divsteps_62(mut zeta: i64, f0: u64, g0: u64, original: u64) -> (i64, [i64; 4]) {
     // Signed values kept as u64 (two's complement) so the shifts are defined.
     let (mut u, mut v, mut q, mut r) = (1u64, 0u64, 0u64, 1u64);
     let (mut f, mut g) = (f0, g0);
     for _ in 0..62 {
-        // One hddivstep: if ζ < 0 and g is odd, (f, g) ← (g, (g - f)/2) and ζ ← -ζ - 2;
-        // else g ← (g + (g mod 2)·f)/2 and ζ ← ζ - 1.
+        // One step: if ζ < 0 and g is odd, (f, g) ← (g, (g - f)/2) and ζ ← -ζ - 2 (half
+        // delta) or -ζ - 1 (the paper's); else g ← (g + (g mod 2)·f)/2 and ζ ← ζ - 1.
         let c1 = (zeta >> 63) as u64; // ζ < 0
         let c2 = (g & 1).wrapping_neg(); // g odd
         let x = (f ^ c1).wrapping_sub(c1);
@@ -160,7 +171,7 @@ fn divsteps_62(mut zeta: i64, f0: u64, g0: u64) -> (i64, [i64; 4]) {
         q = q.wrapping_add(y & c2);
         r = r.wrapping_add(z & c2);
         let c3 = c1 & c2;
-        zeta = (zeta ^ c3 as i64).wrapping_sub(1);
+        zeta = (zeta ^ c3 as i64).wrapping_sub(1).wrapping_sub((c3 & original) as i64);
         f = f.wrapping_add(g & c3);
         u = u.wrapping_add(q & c3);
         v = v.wrapping_add(r & c3);
@@ -173,11 +184,11 @@ fn divsteps_62(mut zeta: i64, f0: u64, g0: u64) -> (i64, [i64; 4]) {
 
 /// [f, g] ← t·[f, g] / 2^62 (exact: t was made so).
 #[inline(always)]
-fn update_fg(f: &mut S62, g: &mut S62, t: &[i64; 4]) {
+fn update_fg<const S: usize>(f: &mut [i64; S], g: &mut [i64; S], t: &[i64; 4]) {
     let [u, v, q, r] = *t;
     let mut cf = mul(u, f[0]).wrapping_add(mul(v, g[0])) >> 62;
     let mut cg = mul(q, f[0]).wrapping_add(mul(r, g[0])) >> 62;
-    for i in 1..5 {
+    for i in 1..S {
         cf = cf.wrapping_add(mul(u, f[i])).wrapping_add(mul(v, g[i]));
         cg = cg.wrapping_add(mul(q, f[i])).wrapping_add(mul(r, g[i]));
         f[i - 1] = (cf as u64 & M62) as i64;
@@ -185,8 +196,8 @@ fn update_fg(f: &mut S62, g: &mut S62, t: &[i64; 4]) {
         cf >>= 62;
         cg >>= 62;
     }
-    f[4] = cf as i64;
-    g[4] = cg as i64;
+    f[S - 1] = cf as i64;
+    g[S - 1] = cg as i64;
 }
 
 /// a·b as i128 (it cannot overflow; wrapping so that builds with overflow checks do not
@@ -198,29 +209,43 @@ fn mul(a: i64, b: i64) -> i128 {
 
 /// The low 64 bits of a value in limbs.
 #[inline(always)]
-fn low64(a: &S62) -> u64 {
+fn low64<const S: usize>(a: &[i64; S]) -> u64 {
     a[0] as u64 | (a[1] as u64) << 62
 }
 
-const fn to_s62(a: &[u64; 4]) -> S62 {
-    [
-        (a[0] & M62) as i64,
-        ((a[0] >> 62 | a[1] << 2) & M62) as i64,
-        ((a[1] >> 60 | a[2] << 4) & M62) as i64,
-        ((a[2] >> 58 | a[3] << 6) & M62) as i64,
-        (a[3] >> 56) as i64,
-    ]
+/// 64-bit limbs as 62-bit ones.
+const fn to_s62<const L: usize, const S: usize>(a: &[u64; L]) -> [i64; S] {
+    let mut r = [0i64; S];
+    let mut i = 0;
+    while i < S {
+        let (w, sh) = (62 * i / 64, 62 * i % 64);
+        let mut v = 0;
+        if w < L {
+            v = a[w] >> sh;
+            // Past bit 2 of a word, the limb's top bits come from the next one.
+            if sh > 2 && w + 1 < L {
+                v |= a[w + 1] << (64 - sh);
+            }
+        }
+        r[i] = (v & M62) as i64;
+        i += 1;
+    }
+    r
 }
 
-/// A value in [0, 2^256) with limbs 0-3 in [0, 2^62), as four 64-bit limbs.
-fn from_s62(l: &S62) -> [u64; 4] {
-    let l = l.map(|x| x as u64);
-    [
-        l[0] | l[1] << 62,
-        l[1] >> 2 | l[2] << 60,
-        l[2] >> 4 | l[3] << 58,
-        l[3] >> 6 | l[4] << 56,
-    ]
+/// A value in [0, 2^(64·L)) with every limb but the top in [0, 2^62), as 64-bit limbs.
+fn from_s62<const L: usize, const S: usize>(l: &[i64; S]) -> [u64; L] {
+    let mut r = [0u64; L];
+    for (i, &x) in l.iter().enumerate() {
+        let (v, w, sh) = (x as u64, 62 * i / 64, 62 * i % 64);
+        if w < L {
+            r[w] |= v << sh;
+            if sh > 2 && w + 1 < L {
+                r[w + 1] |= v >> (64 - sh);
+            }
+        }
+    }
+    r
 }
 
 /// 2^e mod m for an odd m > 2^255 and e ≥ 256, at compile time (the constants that move an
@@ -292,7 +317,7 @@ mod tests {
     #[test]
     fn inverts_modulo_p_and_n_like_the_p256_crate() {
         for m in [P, N] {
-            let md = Modulus::new(&m);
+            let md = Modulus::<4, 5>::new(&m);
             let mut vals: Vec<[u64; 4]> = vec![[0; 4], [1, 0, 0, 0], [2, 0, 0, 0], [3, 0, 0, 0]];
             for s in 0..256 {
                 let mut v = [0u64; 4];

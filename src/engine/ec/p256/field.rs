@@ -227,7 +227,7 @@ const ONE: [u64; 4] = r_mod(&P);
 const R2: [u64; 4] = r2_mod(&P);
 /// R³ mod p: takes the inverse of a Montgomery form back into Montgomery form.
 const R3: [u64; 4] = pow2_mod(&P, 768);
-const MODULUS: Modulus = Modulus::new(&P);
+const MODULUS: Modulus<4, 5> = Modulus::new(&P);
 
 /// Whether a < b (256-bit little-endian), in constant time: the final borrow of a - b.
 #[inline(always)]

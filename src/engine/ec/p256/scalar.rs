@@ -29,7 +29,7 @@ const N0: u64 = {
 
 const R2: [u64; 4] = r2_mod(&N);
 const R3: [u64; 4] = pow2_mod(&N, 768);
-const MODULUS: Modulus = Modulus::new(&N);
+const MODULUS: Modulus<4, 5> = Modulus::new(&N);
 
 /// An integer modulo n in Montgomery form (a·R mod n), below n.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Zeroize)]

@@ -60,7 +60,7 @@ pub trait SignCurve: PrimeCurveParams + EcdsaCurve + DigestAlgorithm {
 
     /// k⁻¹ for a nonzero k, constant time: the crate's inversion unless the curve has better.
     fn invert_scalar(k: &Scalar<Self>) -> Scalar<Self> {
-        *k.invert()
+        Field::invert(k).unwrap_or(Scalar::<Self>::ZERO)
     }
 
     /// z⁻¹ for a nonzero field element (the comb's Z), constant time: likewise.

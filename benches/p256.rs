@@ -4,7 +4,7 @@
 //! clock. cargo bench --bench p256
 use eng::{check::KeyTable, field::Arith, field::Fe, scalar::Scalar};
 use ferrohsm::engine::ec::p256 as eng;
-use ferrohsm::mechanism::ec_sign;
+use ferrohsm::engine::ec::sign as ec_sign;
 use p256::elliptic_curve::ff::PrimeField;
 use p256::elliptic_curve::Curve;
 

@@ -4,9 +4,9 @@
 //! checks of imported key material (point on the curve, scalar in range, scalar matching the
 //! point), and the rule that no signature leaves before the public key has verified it.
 
-use super::ec_check::{self, LazyTable};
+use crate::engine::ec::check::{self as ec_check, LazyTable};
 use super::ec_params::{bits2int, Curve};
-use super::ec_sign;
+use crate::engine::ec::sign as ec_sign;
 use super::ed448;
 use super::eddsa;
 use crate::error::{fail_because, Error, Result};
@@ -455,7 +455,7 @@ mod tests {
     /// next signature, without a fault, is released and verifies.
     #[test]
     fn a_faulty_ecdsa_signature_is_withheld_on_every_curve() {
-        use super::ec_sign::fault::{Fault, NEXT};
+        use crate::engine::ec::sign::fault::{Fault, NEXT};
         log::set_logger(&CAPTURE).expect("run under nextest: one test per process");
         log::set_max_level(log::LevelFilter::Error);
         let hash = [0x5au8; 32];

@@ -1,15 +1,13 @@
 //! Mechanisms: which ones the token offers (`C_GetMechanismList/Info`), their parameters as
 //! Rust values, the RSA schemes built on the engine, the elliptic-curve ones (`ec`, `eddsa`,
-//! the fast signature check in `ec_check`, the signer in `ec_sign`, encodings in `ec_params`,
+//! the encodings in `ec_params`,
 //! Ed448 in `ed448`), AES modes and key wrapping, the MACs (`mac`), and the post-quantum
 //! signature families behind their seam (`pq`: `ml_dsa`, `slh_dsa`). No C pointers here.
 
 pub mod aes;
 pub mod aes_modes;
 pub mod ec;
-pub mod ec_check;
 pub mod ec_params;
-pub mod ec_sign;
 pub mod ed448;
 pub mod eddsa;
 pub mod hash;

@@ -1,6 +1,6 @@
 //! The P-256 signature check on the dedicated field: u1·G + u2·Q in variable time (every input
 //! is public), over a static table of G and a per-key table of Q, the same scheme as the
-//! generic `mechanism::ec_check` (which stays for P-384 and P-521):
+//! generic `engine::ec::check` (which stays for P-384 and P-521):
 //! - each scalar is split into `SEG` segments with tables of odd multiples of 2^(L·i)·P, so a
 //!   check needs L = 33 doublings;
 //! - wNAF digits (width `W_G` = 8 for G, `W_Q` = 5 for Q), affine entries, mixed additions;

@@ -1,6 +1,6 @@
 //! ECDSA on P-256 on dedicated arithmetic: the signature's arithmetic (k·G, s = k⁻¹·(z + r·d))
 //! in constant time, and the check before release (u1·G + u2·Q) in variable time. The nonce,
-//! encodings and key checks stay in `mechanism::ec_sign` / `mechanism::ec`.
+//! encodings and key checks stay in `engine::ec::sign` / `mechanism::ec`.
 //!
 //! Why: the p256 crate's arithmetic (generic 4-limb Montgomery with 8 multiply-adds per
 //! reduction, field add/sub as calls, a general multiply for squares, safegcd inversions) made
@@ -14,7 +14,7 @@
 //!   safegcd was refused (valgrind sees its jump_step branch on the secret k).
 //! - `comb`: k·G with no doublings (a mixed addition per 6-bit window, every table entry read
 //!   under a mask), one inversion at the end.
-//! - `check`: the segment-table double-scalar multiplication of `mechanism::ec_check`, on
+//! - `check`: the segment-table double-scalar multiplication of `engine::ec::check`, on
 //!   this field, 16 segments; s⁻¹ by the same divsteps (faster than a variable-time safegcd).
 //!
 //! Measured (AMD EPYC, AVX2/BMI2/ADX, 2 cores, load 5-8 from other builds: absolute figures

@@ -80,6 +80,23 @@ ferrohsm_rv FERROHSM_GetEngineStats(FERROHSM_ENGINE_STATS *stats);
  */
 ferrohsm_rv FERROHSM_GetKernelStats(FERROHSM_KERNEL_STATS *stats, ferrohsm_ulong *count);
 
+/* The arithmetic one curve runs on (since 1.3). */
+#define FERROHSM_CURVE_NAME_LEN 16
+typedef struct FERROHSM_CURVE_FAMILY {
+    char curve[FERROHSM_CURVE_NAME_LEN];  /* "p256", "p384", "p521", "ed25519", "ed448"; NUL-terminated */
+    char family[FERROHSM_CURVE_NAME_LEN]; /* p256: "mulx" or "portable" (FERROHSM_KERNEL=portable forces
+                                             the latter); ed25519: "avx512ifma", "avx2" or "serial"
+                                             (curve25519-dalek's backend for this CPU); "rustcrypto"
+                                             for the curves on the RustCrypto crates' fields */
+} FERROHSM_CURVE_FAMILY;
+
+/*
+ * Per curve, the arithmetic family new operations run on: the PKCS#11 two-call convention, as
+ * FERROHSM_GetKernelStats. Returns CKR_OK, CKR_BUFFER_TOO_SMALL or CKR_ARGUMENTS_BAD (count
+ * NULL). Since version 1.3.
+ */
+ferrohsm_rv FERROHSM_GetCurveFamilies(FERROHSM_CURVE_FAMILY *families, ferrohsm_ulong *count);
+
 /*
  * C_InitToken followed by C_InitPIN, as one store transaction: a process killed during the
  * call leaves either the token as it was or an initialised token whose user PIN is
@@ -104,6 +121,8 @@ typedef struct FERROHSM_FUNCTION_LIST {
                                              ferrohsm_ulong);
     /* Since 1.2. */
     ferrohsm_rv (*FERROHSM_GetKernelStats)(FERROHSM_KERNEL_STATS *, ferrohsm_ulong *);
+    /* Since 1.3. */
+    ferrohsm_rv (*FERROHSM_GetCurveFamilies)(FERROHSM_CURVE_FAMILY *, ferrohsm_ulong *);
 } FERROHSM_FUNCTION_LIST;
 
 #ifdef __cplusplus

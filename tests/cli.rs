@@ -999,15 +999,37 @@ fn speed_prints_an_ecdsa_and_eddsa_table() {
             "p256,ed25519",
         ],
     );
-    for label in [" 256 bits ecdsa (nistp256)", " 253 bits EdDSA (Ed25519)"] {
+    // Each row ends with the arithmetic family the curve ran on, which FERROHSM_KERNEL forces
+    // for P-256 (the same run with `portable`, below).
+    let families = [("mulx", "portable"), ("avx512ifma", "avx2")];
+    for (label, (fast, other)) in [" 256 bits ecdsa (nistp256)", " 253 bits EdDSA (Ed25519)"]
+        .into_iter()
+        .zip(families)
+    {
         let row = out
             .lines()
             .find(|l| l.starts_with(label))
             .unwrap_or_else(|| panic!("{label} in\n{out}"));
         let f: Vec<&str> = row.split_whitespace().collect();
-        let (sign, verify): (f64, f64) = (f[f.len() - 2].parse().unwrap(), f[f.len() - 1].parse().unwrap());
+        let (sign, verify): (f64, f64) = (f[f.len() - 3].parse().unwrap(), f[f.len() - 2].parse().unwrap());
         assert!(sign > 0.0 && verify > 0.0, "{row}");
+        let family = f[f.len() - 1];
+        assert!([fast, other, "serial"].contains(&family), "{row}");
     }
+    let portable = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .args(["speed", "--sizes", "1024", "--seconds", "0.1", "--threads", "1", "--curves", "p256"])
+        .env("FERROHSM_CONF", env.conf())
+        .env("FERROHSM_KERNEL", "portable")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(portable.status.success(), "{}", String::from_utf8_lossy(&portable.stderr));
+    let text = String::from_utf8_lossy(&portable.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(" 256 bits ecdsa (nistp256)"))
+        .unwrap_or_else(|| panic!("P-256 row in\n{text}"));
+    assert!(row.ends_with(" portable"), "{row}");
     assert!(!out.contains("nistp384"), "only the curves asked for: {out}");
     fails(&env, &["speed", "--curves", "p999"], "unknown curve");
 }

@@ -40,7 +40,7 @@ fn c_program_uses_the_vendor_api() {
     );
     let v: HashMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
     assert_eq!(v["interface"], "Vendor ferrohsm");
-    assert_eq!(v["version"], "1.2");
+    assert_eq!(v["version"], "1.3");
     assert_eq!(v["selftest_rv"], "0");
     assert_eq!(v["selftest_passed"], "1");
     assert_eq!(
@@ -127,4 +127,64 @@ fn c_program_uses_the_vendor_api() {
     }
     let slots: u64 = families.iter().map(|(_, f)| f[5].parse::<u64>().unwrap()).sum();
     assert_eq!(slots, ops, "{out}");
+    // Per curve (1.3): the two-call convention, then what each curve runs on this CPU.
+    assert_eq!(v["curves_count_rv"], "0");
+    assert_eq!(v["curves_count"], "5", "{out}");
+    assert_eq!(
+        v["curves_small_rv"],
+        cryptoki_sys::CKR_BUFFER_TOO_SMALL.to_string()
+    );
+    assert_eq!(v["curves_small_count"], "5");
+    assert_eq!(v["curves_rv"], "0");
+    assert_eq!(
+        v["curves_null_count_rv"],
+        cryptoki_sys::CKR_ARGUMENTS_BAD.to_string()
+    );
+    let mulx = std::arch::is_x86_feature_detected!("bmi2") && std::arch::is_x86_feature_detected!("adx");
+    let p256 = if mulx { "mulx" } else { "portable" };
+    assert_eq!(v["curve_p256"], p256, "{out}");
+    let ed25519 = if std::arch::is_x86_feature_detected!("avx512ifma")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+    {
+        "avx512ifma"
+    } else if std::arch::is_x86_feature_detected!("avx2") {
+        "avx2"
+    } else {
+        "serial"
+    };
+    assert_eq!(v["curve_ed25519"], ed25519, "{out}");
+    for c in ["p384", "p521", "ed448"] {
+        assert_eq!(v[format!("curve_{c}").as_str()], "rustcrypto", "{out}");
+    }
+}
+
+/// `FERROHSM_KERNEL=portable` moves P-256 to its portable arithmetic, as it moves RSA to the
+/// portable kernel, and the vendor API reports it (tests/ec.rs signs on both families).
+#[test]
+fn ferrohsm_kernel_forces_the_p256_family() {
+    let env = TestEnv::new();
+    let p = load();
+    new_token(&p, "vendor");
+    p.finalize().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = env.dir.path().join("vendor");
+    let cc = Command::new("cc")
+        .args(["-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(root.join("tests/c/vendor.c"))
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-ldl")
+        .output()
+        .expect("a C compiler (cc) must be installed");
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let run = Command::new(&exe)
+        .arg(module_path())
+        .env("FERROHSM_CONF", env.conf())
+        .env("FERROHSM_KERNEL", "portable")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    let v: HashMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
+    assert_eq!(v.get("curve_p256"), Some(&"portable"), "{out}");
 }

@@ -1,6 +1,6 @@
 //! Vendor extensions (`include/ferrohsm.h`): self-test, engine speed probe, engine statistics
-//! (overall and per kernel family, read through the engine's kernel seam), token
-//! initialisation with the user PIN in one step.
+//! (overall and per kernel family, read through the engine's kernel seam), the arithmetic
+//! each curve runs on, token initialisation with the user PIN in one step.
 
 use super::convert::{bytes, out};
 use super::lib;
@@ -36,6 +36,17 @@ pub struct KernelStats {
     pub batches: [CK_ULONG; KERNEL_MAX_BATCH],
 }
 
+/// Bytes of a curve or family name in `FERROHSM_CURVE_FAMILY`, the terminating NUL included.
+pub const CURVE_NAME_LEN: usize = 16;
+
+/// Mirrors `FERROHSM_CURVE_FAMILY` (since 1.3).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CurveFamily {
+    pub curve: [u8; CURVE_NAME_LEN],
+    pub family: [u8; CURVE_NAME_LEN],
+}
+
 /// Mirrors `FERROHSM_FUNCTION_LIST`.
 #[repr(C)]
 pub struct VendorFunctionList {
@@ -54,15 +65,18 @@ pub struct VendorFunctionList {
     ) -> CK_RV,
     /// Since 1.2.
     pub get_kernel_stats: unsafe extern "C" fn(*mut KernelStats, *mut CK_ULONG) -> CK_RV,
+    /// Since 1.3.
+    pub get_curve_families: unsafe extern "C" fn(*mut CurveFamily, *mut CK_ULONG) -> CK_RV,
 }
 
 pub static mut VENDOR_FUNCTION_LIST: VendorFunctionList = VendorFunctionList {
-    version: CK_VERSION { major: 1, minor: 2 },
+    version: CK_VERSION { major: 1, minor: 3 },
     self_test: FERROHSM_SelfTest,
     speed: FERROHSM_Speed,
     get_engine_stats: FERROHSM_GetEngineStats,
     init_token_with_pin: FERROHSM_InitTokenWithPIN,
     get_kernel_stats: FERROHSM_GetKernelStats,
+    get_curve_families: FERROHSM_GetCurveFamilies,
 };
 
 ck_fn!(
@@ -143,6 +157,42 @@ ck_fn!(
                 serves: f.serves.map(|x| x as CK_ULONG),
                 max_batch: f.max_batch as CK_ULONG,
                 batches,
+            };
+        }
+        *count = n as CK_ULONG;
+        Ok(())
+    }
+);
+
+/// `name` as a NUL-terminated C string in a field of `CURVE_NAME_LEN` bytes.
+fn c_name(name: &str) -> [u8; CURVE_NAME_LEN] {
+    let mut out = [0u8; CURVE_NAME_LEN];
+    let len = name.len().min(CURVE_NAME_LEN - 1);
+    out[..len].copy_from_slice(&name.as_bytes()[..len]);
+    out
+}
+
+ck_fn!(
+    fn FERROHSM_GetCurveFamilies(list: *mut CurveFamily, count: *mut CK_ULONG) {
+        // SAFETY: `count` is NULL or the caller's writable CK_ULONG.
+        let count = unsafe { out(count) }?;
+        let families = engine::ec::families();
+        let n = families.len();
+        if list.is_null() {
+            *count = n as CK_ULONG;
+            return Ok(());
+        }
+        if (*count as usize) < n {
+            *count = n as CK_ULONG;
+            return fail(CKR_BUFFER_TOO_SMALL);
+        }
+        // SAFETY: `list` is non-NULL (checked above) and, by the header's contract, holds
+        // `*count` >= n writable FERROHSM_CURVE_FAMILY; only the first n are written.
+        let list = unsafe { std::slice::from_raw_parts_mut(list, n) };
+        for (d, (curve, family)) in list.iter_mut().zip(families) {
+            *d = CurveFamily {
+                curve: c_name(curve),
+                family: c_name(family),
             };
         }
         *count = n as CK_ULONG;

@@ -68,6 +68,20 @@ int main(int argc, char **argv) {
                ks[i].serves[3], calls);
     }
 
+    /* Per curve (1.3): count, too small a buffer, then the list. */
+    if (dlsym(m, "FERROHSM_GetCurveFamilies") != (void *)v->FERROHSM_GetCurveFamilies) return 1;
+    ferrohsm_ulong ccount = 0;
+    printf("curves_count_rv %lu\n", v->FERROHSM_GetCurveFamilies(NULL, &ccount));
+    printf("curves_count %lu\n", ccount);
+    FERROHSM_CURVE_FAMILY cf[8];
+    ferrohsm_ulong csmall = 1;
+    printf("curves_small_rv %lu\n", v->FERROHSM_GetCurveFamilies(cf, &csmall));
+    printf("curves_small_count %lu\n", csmall);
+    ferrohsm_ulong ccap = 8;
+    printf("curves_rv %lu\n", v->FERROHSM_GetCurveFamilies(cf, &ccap));
+    printf("curves_null_count_rv %lu\n", v->FERROHSM_GetCurveFamilies(cf, NULL));
+    for (ferrohsm_ulong i = 0; i < ccap && i < 8; i++) printf("curve_%s %s\n", cf[i].curve, cf[i].family);
+
     /* Token and user PIN in one call (1.1): slot 1 is the free slot. */
     unsigned char label[32];
     memset(label, ' ', sizeof label);

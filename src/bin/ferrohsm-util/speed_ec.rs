@@ -1,6 +1,7 @@
 //! `speed`'s elliptic-curve table: ECDSA (P-256, P-384, P-521, over SHA-256) and Ed25519 sign
 //! and verify throughput through the module's PKCS#11 entry points, on a temporary token of the
-//! in-memory store, printed the way `openssl speed ecdsap256 ed25519` prints it.
+//! in-memory store, printed the way `openssl speed ecdsap256 ed25519` prints it, with the
+//! arithmetic family each curve ran on (the module's `FERROHSM_GetCurveFamilies`).
 
 use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
 use cryptoki::mechanism::Mechanism;
@@ -64,6 +65,7 @@ fn mechanism(edwards: bool) -> Mechanism<'static> {
 }
 
 struct Row {
+    curve: &'static str,
     label: &'static str,
     bits: u32,
     edwards: bool,
@@ -101,7 +103,7 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
     let mut rows = vec![];
     let chosen: Vec<_> = CURVES.iter().filter(|c| names.iter().any(|n| n == c.0)).collect();
     let progress = super::progress::bar(chosen.len(), "speed");
-    for &&(_, label, bits, params, edwards) in &chosen {
+    for &&(curve, label, bits, params, edwards) in &chosen {
         progress.set_message(label);
         let gen = keygen_mechanism(edwards);
         let public = [
@@ -130,6 +132,7 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
                 .map_err(|e| explain("verify", e))
         };
         rows.push(Row {
+            curve,
             label,
             bits,
             edwards,
@@ -141,27 +144,67 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
     progress.finish_and_clear();
     drop(admin);
     p.finalize().ok();
-    print_table(&rows);
+    let families = curve_families(&module::module_path(m)?).unwrap_or_default();
+    print_table(&rows, &families);
     Ok(())
 }
 
+/// Mirrors `FERROHSM_CURVE_FAMILY`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CurveFamily {
+    curve: [u8; 16],
+    family: [u8; 16],
+}
+
+/// (curve, family) for every curve of the module, from its vendor API (None from a module
+/// without it: not ferrohsm, or older than 1.3).
+fn curve_families(module: &Path) -> Option<Vec<(String, String)>> {
+    type GetCurveFamilies = unsafe extern "C" fn(*mut CurveFamily, *mut std::ffi::c_ulong) -> std::ffi::c_ulong;
+    let text = |b: &[u8; 16]| String::from_utf8_lossy(b.split(|&c| c == 0).next().unwrap_or(&[])).into_owned();
+    // SAFETY: the module is already loaded (same handle); the signature is the header's, and
+    // the buffer holds the `count` entries the first call asked for.
+    unsafe {
+        let lib = libloading::Library::new(module).ok()?;
+        let f: libloading::Symbol<GetCurveFamilies> = lib.get(b"FERROHSM_GetCurveFamilies").ok()?;
+        let mut count: std::ffi::c_ulong = 0;
+        if f(std::ptr::null_mut(), &mut count) != 0 {
+            return None;
+        }
+        let mut list = vec![CurveFamily { curve: [0; 16], family: [0; 16] }; count as usize];
+        if f(list.as_mut_ptr(), &mut count) != 0 {
+            return None;
+        }
+        list.truncate(count as usize);
+        Some(list.iter().map(|c| (text(&c.curve), text(&c.family))).collect())
+    }
+}
+
 /// `openssl speed`'s layout: a header per family, then seconds per operation and operations
-/// per second.
-fn print_table(rows: &[Row]) {
+/// per second; last, the arithmetic the curve ran on.
+fn print_table(rows: &[Row], families: &[(String, String)]) {
     let mut last_edwards = None;
     for r in rows {
         if last_edwards != Some(r.edwards) {
-            println!("{:>38}{:>10}{:>10}{:>10}", "sign", "verify", "sign/s", "verify/s");
+            println!(
+                "{:>38}{:>10}{:>10}{:>10}  {}",
+                "sign", "verify", "sign/s", "verify/s", "arithmetic"
+            );
             last_edwards = Some(r.edwards);
         }
+        let family = families
+            .iter()
+            .find(|(c, _)| c == r.curve)
+            .map_or("?", |(_, f)| f.as_str());
         println!(
-            "{:>4} bits {:<18} {:>8.4}s {:>8.4}s {:>9.1} {:>9.1}",
+            "{:>4} bits {:<18} {:>8.4}s {:>8.4}s {:>9.1} {:>9.1}  {}",
             r.bits,
             r.label,
             1.0 / r.sign,
             1.0 / r.verify,
             r.sign,
-            r.verify
+            r.verify,
+            family
         );
     }
 }

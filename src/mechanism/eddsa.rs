@@ -43,10 +43,19 @@ pub fn verifying_key(raw: &[u8]) -> Result<VerifyingKey> {
     Ok(key)
 }
 
+/// Signs, and releases the signature only if it verifies under the key's public point: the
+/// RFC 8032 equation [s]B = R + [k]A recomputed and R compared in its encoding (the crate's
+/// `Verifier`). Not the strict verification `C_Verify` runs: its extra work (decompressing R to
+/// refuse small-order points) guards against a signer's chosen R and A, and here R = [r]B and A
+/// are the token's own; what a fault would change, s or the encoding of R, the equation catches.
 pub fn sign_checked(key: &SigningKey, message: &[u8]) -> Result<Vec<u8>> {
+    use ed25519_dalek::Verifier;
     let sig = key.sign(message).to_bytes().to_vec();
     let public = key.verifying_key();
-    release_checked(sig, |s| verify(&public, message, s).map_err(|_| ()))
+    release_checked(sig, |s| {
+        let s = ed25519_dalek::Signature::from_slice(s).map_err(|_| ())?;
+        public.verify(message, &s).map_err(|_| ())
+    })
 }
 
 /// Strict RFC 8032 verification: non-canonical encodings and small-order keys are refused.

@@ -161,27 +161,45 @@ fn main() {
         use p256::elliptic_curve::Field;
         type C = p384::NistP384;
         type Fp = <C as primeorder::FieldArithmetic>::FieldElement;
-        let k = p384::Scalar::from(0x1234_5678_9abc_def1u64).square().square().square();
+        let k = p384::Scalar::from(0x1234_5678_9abc_def1u64)
+            .square()
+            .square()
+            .square();
         let z = Fp::from(0x0fed_cba9_8765_4321u64).square().square().square();
         let k384 = p384::SecretKey::from_slice(&[0x42; 48]).unwrap();
         let nz = *k384.to_nonzero_scalar();
         let z48 = [0x5au8; 48];
         for (name, t) in [
-            ("P-384 scalar invert, crate", us(|| {
-                std::hint::black_box(std::hint::black_box(k).invert());
-            })),
-            ("P-384 scalar invert, divsteps", us(|| {
-                std::hint::black_box(C::invert_scalar(std::hint::black_box(&k)));
-            })),
-            ("P-384 field invert, crate", us(|| {
-                std::hint::black_box(Field::invert(std::hint::black_box(&z)));
-            })),
-            ("P-384 field invert, divsteps", us(|| {
-                std::hint::black_box(C::invert_field(std::hint::black_box(&z)));
-            })),
-            ("P-384 ec_sign::sign (nonce + sign)", us(|| {
-                std::hint::black_box(ec_sign::sign::<C>(&nz, &z48, &z48, &ad));
-            })),
+            (
+                "P-384 scalar invert, crate",
+                us(|| {
+                    std::hint::black_box(std::hint::black_box(k).invert());
+                }),
+            ),
+            (
+                "P-384 scalar invert, divsteps",
+                us(|| {
+                    std::hint::black_box(C::invert_scalar(std::hint::black_box(&k)));
+                }),
+            ),
+            (
+                "P-384 field invert, crate",
+                us(|| {
+                    std::hint::black_box(Field::invert(std::hint::black_box(&z)));
+                }),
+            ),
+            (
+                "P-384 field invert, divsteps",
+                us(|| {
+                    std::hint::black_box(C::invert_field(std::hint::black_box(&z)));
+                }),
+            ),
+            (
+                "P-384 ec_sign::sign (nonce + sign)",
+                us(|| {
+                    std::hint::black_box(ec_sign::sign::<C>(&nz, &z48, &z48, &ad));
+                }),
+            ),
         ] {
             println!("  {:<34} {:8.2} µs", name, t);
         }

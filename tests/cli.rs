@@ -1017,13 +1017,27 @@ fn speed_prints_an_ecdsa_and_eddsa_table() {
         assert!([fast, other, "serial"].contains(&family), "{row}");
     }
     let portable = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
-        .args(["speed", "--sizes", "1024", "--seconds", "0.1", "--threads", "1", "--curves", "p256"])
+        .args([
+            "speed",
+            "--sizes",
+            "1024",
+            "--seconds",
+            "0.1",
+            "--threads",
+            "1",
+            "--curves",
+            "p256",
+        ])
         .env("FERROHSM_CONF", env.conf())
         .env("FERROHSM_KERNEL", "portable")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert!(portable.status.success(), "{}", String::from_utf8_lossy(&portable.stderr));
+    assert!(
+        portable.status.success(),
+        "{}",
+        String::from_utf8_lossy(&portable.stderr)
+    );
     let text = String::from_utf8_lossy(&portable.stdout);
     let row = text
         .lines()

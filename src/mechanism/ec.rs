@@ -4,11 +4,11 @@
 //! checks of imported key material (point on the curve, scalar in range, scalar matching the
 //! point), and the rule that no signature leaves before the public key has verified it.
 
-use crate::engine::ec::check::{self as ec_check, LazyTable};
 use super::ec_params::{bits2int, Curve};
-use crate::engine::ec::sign as ec_sign;
 use super::ed448;
 use super::eddsa;
+use crate::engine::ec::check::{self as ec_check, LazyTable};
+use crate::engine::ec::sign as ec_sign;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;

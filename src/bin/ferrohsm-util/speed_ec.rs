@@ -160,8 +160,10 @@ struct CurveFamily {
 /// (curve, family) for every curve of the module, from its vendor API (None from a module
 /// without it: not ferrohsm, or older than 1.3).
 fn curve_families(module: &Path) -> Option<Vec<(String, String)>> {
-    type GetCurveFamilies = unsafe extern "C" fn(*mut CurveFamily, *mut std::ffi::c_ulong) -> std::ffi::c_ulong;
-    let text = |b: &[u8; 16]| String::from_utf8_lossy(b.split(|&c| c == 0).next().unwrap_or(&[])).into_owned();
+    type GetCurveFamilies =
+        unsafe extern "C" fn(*mut CurveFamily, *mut std::ffi::c_ulong) -> std::ffi::c_ulong;
+    let text =
+        |b: &[u8; 16]| String::from_utf8_lossy(b.split(|&c| c == 0).next().unwrap_or(&[])).into_owned();
     // SAFETY: the module is already loaded (same handle); the signature is the header's, and
     // the buffer holds the `count` entries the first call asked for.
     unsafe {
@@ -171,7 +173,13 @@ fn curve_families(module: &Path) -> Option<Vec<(String, String)>> {
         if f(std::ptr::null_mut(), &mut count) != 0 {
             return None;
         }
-        let mut list = vec![CurveFamily { curve: [0; 16], family: [0; 16] }; count as usize];
+        let mut list = vec![
+            CurveFamily {
+                curve: [0; 16],
+                family: [0; 16]
+            };
+            count as usize
+        ];
         if f(list.as_mut_ptr(), &mut count) != 0 {
             return None;
         }

@@ -171,7 +171,9 @@ fn divsteps_62(mut zeta: i64, f0: u64, g0: u64, original: u64) -> (i64, [i64; 4]
         q = q.wrapping_add(y & c2);
         r = r.wrapping_add(z & c2);
         let c3 = c1 & c2;
-        zeta = (zeta ^ c3 as i64).wrapping_sub(1).wrapping_sub((c3 & original) as i64);
+        zeta = (zeta ^ c3 as i64)
+            .wrapping_sub(1)
+            .wrapping_sub((c3 & original) as i64);
         f = f.wrapping_add(g & c3);
         u = u.wrapping_add(q & c3);
         v = v.wrapping_add(r & c3);

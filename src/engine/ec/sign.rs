@@ -28,7 +28,7 @@ use ecdsa::{DigestAlgorithm, EcdsaCurve, Signature};
 use elliptic_curve::{
     ff::{Field, PrimeField},
     group::{Curve as _, Group as _},
-    ops::{Invert, Reduce},
+    ops::Reduce,
     point::AffineCoordinates,
     subtle::{Choice, ConditionallySelectable, ConstantTimeEq},
     FieldBytes, NonZeroScalar, Scalar,

@@ -408,7 +408,7 @@ pub mod fault {
             Some(Fault::S) => (r, flip::<C>(&s)),
             Some(Fault::Key) => {
                 let d2 = flip::<C>(d.as_ref());
-                (r, *k.invert() * (*zs + r * d2))
+                (r, elliptic_curve::Field::invert(k.as_ref()).unwrap() * (*zs + r * d2))
             }
         }
     }

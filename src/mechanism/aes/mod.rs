@@ -131,9 +131,11 @@ impl Family for Aes {
     }
 
     fn key_class(&self, m: &Mechanism, op: Op) -> Option<CK_OBJECT_CLASS> {
-        let wraps = |mech: &AesMechanism| match mech {
-            AesMechanism::KeyWrap { .. } | AesMechanism::Mode(AesMode::CbcPad { .. }) => true,
-            _ => false,
+        let wraps = |mech: &AesMechanism| {
+            matches!(
+                mech,
+                AesMechanism::KeyWrap { .. } | AesMechanism::Mode(AesMode::CbcPad { .. })
+            )
         };
         match (params_of::<AesMechanism>(m).ok()?, op) {
             (AesMechanism::Mode(_), Op::Encrypt | Op::Decrypt) => Some(CKO_SECRET_KEY),

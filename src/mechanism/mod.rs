@@ -89,3 +89,27 @@ pub fn info(min: CK_ULONG, max: CK_ULONG, flags: CK_FLAGS) -> CK_MECHANISM_INFO 
         flags,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry's one rule: each mechanism type belongs to one family, which offers it and
+    /// knows its parameter.
+    #[test]
+    fn every_offered_mechanism_has_one_family_that_reads_its_parameter() {
+        let list = mechanism_list();
+        for (t, _) in &list {
+            assert_eq!(
+                list.iter().filter(|(m, _)| m == t).count(),
+                1,
+                "0x{t:x} listed twice"
+            );
+            let (family, _) = find(*t).expect("an offered mechanism has a family");
+            assert!(
+                family.offers().iter().any(|(m, _)| m == t),
+                "0x{t:x} is read by a family that does not offer it"
+            );
+        }
+    }
+}

@@ -167,7 +167,7 @@ fn main() {
             .square();
         let z = Fp::from(0x0fed_cba9_8765_4321u64).square().square().square();
         let k384 = p384::SecretKey::from_slice(&[0x42; 48]).unwrap();
-        let nz = *k384.to_nonzero_scalar();
+        let nz = k384.to_nonzero_scalar();
         let z48 = [0x5au8; 48];
         for (name, t) in [
             (

@@ -51,7 +51,7 @@ pub unsafe fn read(t: CK_ATTRIBUTE_TYPE, p: *const u8, len: CK_ULONG) -> Result<
         }
         // SAFETY: PKCS#11 requires a template's values to be readable for their lengths;
         // `bytes` refuses a NULL value with a length and lengths no memory can have.
-        let value = unsafe { super::convert::bytes(a.pValue as *const u8, a.ulValueLen) }
+        let value = unsafe { super::slice::bytes(a.pValue as *const u8, a.ulValueLen) }
             .map_err(|_| Error(CKR_ATTRIBUTE_VALUE_INVALID))?;
         nested.set(a.type_, value.to_vec());
     }

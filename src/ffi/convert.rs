@@ -1,8 +1,10 @@
-//! Pointer conversions, done once at the boundary: input slices, output values, templates,
-//! mechanisms with their parameters, and the two-call output convention.
+//! Pointer conversions, done once at the boundary: output values, templates, mechanisms (their
+//! parameters read by `param`, checked by their family), and the two-call output convention.
+//! Input slices are `slice`'s, which `array` shares.
 
+pub use super::slice::{bytes, required_bytes};
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::{self, AesMode, HashAlg, Mechanism, OaepParams, PssParams};
+use crate::mechanism::{self, Mechanism};
 use crate::token::attributes::Template;
 use crate::token::Output;
 use cryptoki_sys::*;
@@ -12,38 +14,6 @@ use std::ptr;
 // or points to live memory of the type and length the specification pairs it with. Structures
 // are copied out with `read_unaligned` (C callers pack and cast freely); byte slices have no
 // alignment to keep.
-
-/// `len` bytes at `p`; NULL is accepted only for an empty input.
-///
-/// # Safety
-/// `p` is NULL or valid for reading `len` bytes for the lifetime `'a`.
-pub unsafe fn bytes<'a>(p: *const u8, len: CK_ULONG) -> Result<&'a [u8]> {
-    if p.is_null() {
-        return if len == 0 {
-            Ok(&[])
-        } else {
-            fail_because(CKR_ARGUMENTS_BAD, format!("NULL input of {len} bytes"))
-        };
-    }
-    if len > isize::MAX as CK_ULONG {
-        return fail_because(CKR_ARGUMENTS_BAD, format!("input length {len} is impossible"));
-    }
-    // SAFETY: non-NULL, length below isize::MAX; the caller vouches for the memory.
-    Ok(unsafe { std::slice::from_raw_parts(p, len as usize) })
-}
-
-/// Like `bytes`, for an input the function cannot do without (a signature to verify): NULL is
-/// refused even with a zero length.
-///
-/// # Safety
-/// As `bytes`.
-pub unsafe fn required_bytes<'a>(p: *const u8, len: CK_ULONG) -> Result<&'a [u8]> {
-    if p.is_null() {
-        return fail_because(CKR_ARGUMENTS_BAD, "a required input is NULL");
-    }
-    // SAFETY: the caller's contract is ours.
-    unsafe { bytes(p, len) }
-}
 
 /// A required output location.
 ///
@@ -212,328 +182,31 @@ impl AttributeAnswers {
     }
 }
 
-/// The parameter of `m` as a `T`, copied out (the caller's struct may be unaligned).
+/// Reads a mechanism: its type and, through `param::read`, its parameter in the C structure
+/// the mechanism's family names; the family checks it.
 ///
 /// # Safety
-/// `m.pParameter` is NULL or valid for reading `m.ulParameterLen` bytes.
-unsafe fn param<T: Copy>(m: &CK_MECHANISM) -> Result<Option<T>> {
-    if m.pParameter.is_null() || m.ulParameterLen == 0 {
-        return Ok(None);
-    }
-    if m.ulParameterLen as usize != std::mem::size_of::<T>() {
-        return fail_because(
-            CKR_MECHANISM_PARAM_INVALID,
-            format!(
-                "mechanism 0x{:x}: parameter is {} bytes, expected {}",
-                m.mechanism,
-                m.ulParameterLen,
-                std::mem::size_of::<T>()
-            ),
-        );
-    }
-    // SAFETY: `size_of::<T>()` readable bytes (checked length, the caller's contract); T is a
-    // plain C struct of integers and pointers, valid for any bytes.
-    Ok(Some(unsafe { ptr::read_unaligned(m.pParameter as *const T) }))
-}
-
-fn param_hash(h: CK_MECHANISM_TYPE) -> Result<HashAlg> {
-    HashAlg::from_digest_mechanism(h)
-        .filter(|h| *h != HashAlg::Md5)
-        .ok_or_else(|| {
-            log::info!("CKR_MECHANISM_PARAM_INVALID: hash 0x{h:x} is not supported here");
-            Error(CKR_MECHANISM_PARAM_INVALID)
-        })
-}
-
-fn param_mgf(m: CK_RSA_PKCS_MGF_TYPE) -> Result<HashAlg> {
-    HashAlg::from_mgf(m).ok_or_else(|| {
-        log::info!("CKR_MECHANISM_PARAM_INVALID: MGF 0x{m:x} is not supported");
-        Error(CKR_MECHANISM_PARAM_INVALID)
-    })
-}
-
-/// `CK_GCM_PARAMS` of PKCS#11 2.40 as many headers and applications still have it (without
-/// `ulIvBits`), told apart from the 3.0 struct by its size.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct GcmParams240 {
-    p_iv: *mut CK_BYTE,
-    ul_iv_len: CK_ULONG,
-    p_aad: *mut CK_BYTE,
-    ul_aad_len: CK_ULONG,
-    ul_tag_bits: CK_ULONG,
-}
-
-/// The AES mode of an encryption mechanism, its parameter checked.
-///
-/// # Safety
-/// `m.pParameter` is NULL or valid for `m.ulParameterLen` bytes, and the IV and AAD of a GCM
-/// parameter are NULL or valid for their lengths.
-unsafe fn aes_mode(m: &CK_MECHANISM) -> Result<AesMode> {
-    let what = |detail: &str| -> Result<AesMode> {
-        fail_because(
-            CKR_MECHANISM_PARAM_INVALID,
-            format!("mechanism 0x{:x}: {detail}", m.mechanism),
-        )
-    };
-    match m.mechanism {
-        CKM_AES_ECB if m.ulParameterLen == 0 => Ok(AesMode::Ecb),
-        CKM_AES_ECB => what("takes no parameter"),
-        CKM_AES_CBC | CKM_AES_CBC_PAD => {
-            // SAFETY: the caller's contract covers the parameter.
-            let Some(iv) = (unsafe { param::<[u8; 16]>(m) })? else {
-                return what("needs a 16-byte IV");
-            };
-            Ok(if m.mechanism == CKM_AES_CBC {
-                AesMode::Cbc { iv }
-            } else {
-                AesMode::CbcPad { iv }
-            })
-        }
-        CKM_AES_CTR => {
-            // SAFETY: the caller's contract covers the parameter.
-            let Some(p) = (unsafe { param::<CK_AES_CTR_PARAMS>(m) })? else {
-                return what("needs CK_AES_CTR_PARAMS");
-            };
-            Ok(AesMode::Ctr {
-                counter_bits: p.ulCounterBits as usize,
-                block: p.cb,
-            })
-        }
-        _ => {
-            let (iv, iv_len, aad, aad_len, tag_bits) =
-                if m.ulParameterLen as usize == std::mem::size_of::<GcmParams240>() {
-                    // SAFETY: the caller's contract covers the parameter.
-                    let p = unsafe { param::<GcmParams240>(m) }?.expect("non-empty");
-                    (p.p_iv, p.ul_iv_len, p.p_aad, p.ul_aad_len, p.ul_tag_bits)
-                } else {
-                    // SAFETY: the caller's contract covers the parameter.
-                    let Some(p) = (unsafe { param::<CK_GCM_PARAMS>(m) })? else {
-                        return what("needs CK_GCM_PARAMS");
-                    };
-                    (p.pIv, p.ulIvLen, p.pAAD, p.ulAADLen, p.ulTagBits)
-                };
-            // SAFETY: the caller's contract covers the IV and AAD it names.
-            let (iv, aad) = unsafe { (bytes(iv, iv_len)?.to_vec(), bytes(aad, aad_len)?.to_vec()) };
-            // The tag length is checked with the other parameters in `AesCrypt::new`.
-            let tag_bits = usize::try_from(tag_bits).unwrap_or(usize::MAX);
-            Ok(AesMode::Gcm { iv, aad, tag_bits })
-        }
-    }
-}
-
-/// Decodes and checks a mechanism and its parameters.
-///
-/// # Safety
-/// `p` is NULL or a readable `CK_MECHANISM` whose parameter is NULL or valid for its length;
-/// an OAEP label (`pSourceData`) likewise.
+/// `p` is NULL or a readable `CK_MECHANISM` whose parameter is NULL or valid for its length,
+/// and whose pointers inside (labels, IVs, contexts) are NULL or valid for their lengths.
 pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
     if p.is_null() {
         return fail_because(CKR_ARGUMENTS_BAD, "the mechanism is NULL");
     }
     // SAFETY: non-NULL, readable (the caller's contract); copied as it may be unaligned.
     let m = unsafe { ptr::read_unaligned(p) };
-    let m = &m;
     if m.pParameter.is_null() && m.ulParameterLen != 0 {
         return fail_because(CKR_ARGUMENTS_BAD, "the mechanism parameter is NULL");
     }
     let t = m.mechanism;
-    Ok(match t {
-        CKM_RSA_PKCS_KEY_PAIR_GEN => Mechanism::RsaPkcsKeyPairGen,
-        CKM_RSA_PKCS => Mechanism::RsaPkcs,
-        CKM_RSA_X_509 => Mechanism::RsaX509,
-        CKM_AES_KEY_GEN => Mechanism::AesKeyGen,
-        CKM_EC_KEY_PAIR_GEN => Mechanism::EcKeyPairGen,
-        CKM_EC_EDWARDS_KEY_PAIR_GEN => Mechanism::EcEdwardsKeyPairGen,
-        CKM_ECDSA => Mechanism::Ecdsa(None),
-        CKM_ECDH1_DERIVE => {
-            // SAFETY: the caller's contract covers the parameter.
-            let Some(p) = (unsafe { param::<CK_ECDH1_DERIVE_PARAMS>(m) })? else {
-                return fail_because(
-                    CKR_MECHANISM_PARAM_INVALID,
-                    "CKM_ECDH1_DERIVE needs CK_ECDH1_DERIVE_PARAMS",
-                );
-            };
-            if p.kdf != CKD_NULL || p.ulSharedDataLen != 0 {
-                return fail_because(
-                    CKR_MECHANISM_PARAM_INVALID,
-                    "CKM_ECDH1_DERIVE: only CKD_NULL without shared data is supported",
-                );
-            }
-            // SAFETY: the caller's contract covers the public data it names.
-            let public_data =
-                unsafe { required_bytes(p.pPublicData as *const u8, p.ulPublicDataLen) }?.to_vec();
-            Mechanism::Ecdh1Derive { public_data }
-        }
-        CKM_AES_ECB_ENCRYPT_DATA => {
-            // SAFETY: the caller's contract covers the parameter.
-            let Some(p) = (unsafe { param::<CK_KEY_DERIVATION_STRING_DATA>(m) })? else {
-                return fail_because(
-                    CKR_MECHANISM_PARAM_INVALID,
-                    "CKM_AES_ECB_ENCRYPT_DATA needs CK_KEY_DERIVATION_STRING_DATA",
-                );
-            };
-            // SAFETY: the caller's contract covers the data it names.
-            let data = unsafe { required_bytes(p.pData as *const u8, p.ulLen) }?.to_vec();
-            Mechanism::AesEncryptData { iv: None, data }
-        }
-        CKM_AES_CBC_ENCRYPT_DATA => {
-            // SAFETY: the caller's contract covers the parameter.
-            let Some(p) = (unsafe { param::<CK_AES_CBC_ENCRYPT_DATA_PARAMS>(m) })? else {
-                return fail_because(
-                    CKR_MECHANISM_PARAM_INVALID,
-                    "CKM_AES_CBC_ENCRYPT_DATA needs CK_AES_CBC_ENCRYPT_DATA_PARAMS",
-                );
-            };
-            // SAFETY: the caller's contract covers the data it names.
-            let data = unsafe { required_bytes(p.pData as *const u8, p.length) }?.to_vec();
-            Mechanism::AesEncryptData { iv: Some(p.iv), data }
-        }
-        CKM_EDDSA => {
-            // SAFETY: the caller's contract covers the parameter.
-            let context = match unsafe { param::<CK_EDDSA_PARAMS>(m) }? {
-                Some(p) => {
-                    mechanism::eddsa::check_params(p.phFlag != 0, p.ulContextDataLen as usize)?;
-                    // SAFETY: the caller's contract covers the context it names.
-                    unsafe { bytes(p.pContextData, p.ulContextDataLen) }?.to_vec()
-                }
-                None => Vec::new(),
-            };
-            Mechanism::EdDsa { context }
-        }
-        CKM_GENERIC_SECRET_KEY_GEN => Mechanism::GenericSecretKeyGen,
-        CKM_AES_KEY_WRAP | CKM_AES_KEY_WRAP_PAD => {
-            if m.ulParameterLen != 0 {
-                return fail_because(
-                    CKR_MECHANISM_PARAM_INVALID,
-                    "only the default AES key wrap IV is supported",
-                );
-            }
-            if t == CKM_AES_KEY_WRAP {
-                Mechanism::AesKeyWrap
-            } else {
-                Mechanism::AesKeyWrapPad
-            }
-        }
-        CKM_AES_ECB | CKM_AES_CBC | CKM_AES_CBC_PAD | CKM_AES_CTR | CKM_AES_GCM => {
-            // SAFETY: the caller's contract covers the parameter and the buffers it names.
-            Mechanism::Aes(unsafe { aes_mode(m) }?)
-        }
-        CKM_RSA_PKCS_OAEP => {
-            // SAFETY: the caller's contract covers the parameter.
-            let Some(p) = (unsafe { param::<CK_RSA_PKCS_OAEP_PARAMS>(m) })? else {
-                return fail_because(
-                    CKR_MECHANISM_PARAM_INVALID,
-                    "CKM_RSA_PKCS_OAEP needs CK_RSA_PKCS_OAEP_PARAMS",
-                );
-            };
-            let label = match p.source {
-                CKZ_DATA_SPECIFIED => {
-                    // SAFETY: the caller's contract covers the label it names.
-                    unsafe { bytes(p.pSourceData as *const u8, p.ulSourceDataLen) }?.to_vec()
-                }
-                0 if p.ulSourceDataLen == 0 => vec![],
-                _ => {
-                    return fail_because(
-                        CKR_MECHANISM_PARAM_INVALID,
-                        "OAEP source must be CKZ_DATA_SPECIFIED",
-                    )
-                }
-            };
-            Mechanism::RsaOaep(OaepParams {
-                hash: param_hash(p.hashAlg)?,
-                mgf: param_mgf(p.mgf)?,
-                label,
-            })
-        }
-        _ => {
-            if let Some((alg, general)) = mechanism::mac::mac_mechanism(t) {
-                // The full-length MACs take no parameter (one given is ignored, as for the
-                // hash-and-sign RSA mechanisms); `_GENERAL` needs its length.
-                let len = if general {
-                    // SAFETY: the caller's contract covers the parameter.
-                    let Some(n) = (unsafe { param::<CK_MAC_GENERAL_PARAMS>(m) })? else {
-                        return fail_because(
-                            CKR_MECHANISM_PARAM_INVALID,
-                            format!(
-                                "mechanism 0x{t:x} needs CK_MAC_GENERAL_PARAMS (the MAC length in bytes)"
-                            ),
-                        );
-                    };
-                    Some(n as usize)
-                } else {
-                    None
-                };
-                return Ok(Mechanism::Mac(mechanism::mac::MacMechanism::new(alg, len)?));
-            }
-            if let Some(f) = mechanism::pq::key_pair_gen(t) {
-                return Ok(Mechanism::PqKeyPairGen(f.key_type()));
-            }
-            if let Some((f, prehash)) = mechanism::pq::sign_mechanism(t) {
-                // SAFETY: the caller's contract covers the parameter.
-                let params = match unsafe { param::<CK_SIGN_ADDITIONAL_CONTEXT>(m) }? {
-                    Some(p) => {
-                        mechanism::pq::check_params(p.hedgeVariant, p.ulContextLen)?;
-                        mechanism::pq::SignParams {
-                            hedge: p.hedgeVariant,
-                            // SAFETY: the caller's contract covers the context it names.
-                            context: unsafe { bytes(p.pContext, p.ulContextLen) }?.to_vec(),
-                        }
-                    }
-                    None => mechanism::pq::SignParams::default(),
-                };
-                return Ok(Mechanism::PqSign {
-                    key_type: f.key_type(),
-                    prehash,
-                    params,
-                });
-            }
-            if let Some(h) = HashAlg::from_digest_mechanism(t) {
-                Mechanism::Digest(h)
-            } else if let Some(h) = mechanism::hash_of_ecdsa_mechanism(t) {
-                Mechanism::Ecdsa(Some(h))
-            } else if let Some(h) = mechanism::hash_of_pkcs_mechanism(t) {
-                // Parameters are ignored: PowerDNS and others pass junk here.
-                Mechanism::HashRsaPkcs(h)
-            } else if t == CKM_RSA_PKCS_PSS || mechanism::hash_of_pss_mechanism(t).is_some() {
-                let prehash = mechanism::hash_of_pss_mechanism(t);
-                // SAFETY: the caller's contract covers the parameter.
-                let params = match (unsafe { param::<CK_RSA_PKCS_PSS_PARAMS>(m) }?, prehash) {
-                    (Some(p), _) => PssParams {
-                        hash: param_hash(p.hashAlg)?,
-                        mgf: param_mgf(p.mgf)?,
-                        salt_len: p.sLen as usize,
-                    },
-                    (None, Some(h)) => PssParams {
-                        hash: h,
-                        mgf: h,
-                        salt_len: h.output_len(),
-                    },
-                    (None, None) => {
-                        return fail_because(
-                            CKR_MECHANISM_PARAM_INVALID,
-                            "CKM_RSA_PKCS_PSS needs CK_RSA_PKCS_PSS_PARAMS",
-                        )
-                    }
-                };
-                if prehash.is_some_and(|h| h != params.hash) {
-                    return fail_because(
-                        CKR_MECHANISM_PARAM_INVALID,
-                        "PSS hashAlg differs from the mechanism's hash",
-                    );
-                }
-                if params.salt_len > 1024 {
-                    return fail_because(CKR_MECHANISM_PARAM_INVALID, "PSS salt length out of range");
-                }
-                Mechanism::RsaPss { prehash, params }
-            } else {
-                return fail_because(
-                    CKR_MECHANISM_INVALID,
-                    format!("mechanism 0x{t:x} is not supported"),
-                );
-            }
-        }
-    })
+    let Some((family, shape)) = mechanism::find(t) else {
+        return fail_because(
+            CKR_MECHANISM_INVALID,
+            format!("mechanism 0x{t:x} is not supported"),
+        );
+    };
+    // SAFETY: the caller's contract covers the parameter and the memory it points at.
+    let param = unsafe { super::param::read(&m, shape) }?;
+    Mechanism::parse(family, t, param)
 }
 
 /// Copies `s` into a blank-padded fixed field, as PKCS#11 info structures want.

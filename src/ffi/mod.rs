@@ -14,7 +14,9 @@ pub mod function_list;
 mod general;
 mod interface;
 mod object;
+mod param;
 mod session;
+mod slice;
 mod slot;
 pub mod vendor;
 

@@ -1,32 +1,19 @@
 //! Cryptographic functions of the library: sign and verify (private keys and MACs), encrypt,
-//! decrypt, digest, wrap and unwrap (secret keys, and private keys as PKCS#8). Checks key class, usage flags and allowed mechanisms before any work.
+//! decrypt, digest, wrap and unwrap (secret keys, and private keys as PKCS#8), derive. Checks
+//! key class, usage flags and allowed mechanisms before any work, then hands the key to the
+//! mechanism's family (`mechanism::Family`), whichever it is.
 
 use super::attributes::Template;
 use super::library::{Library, Output};
 use super::object::Object;
-use super::operation::{
-    CryptKey, CryptOp, DigestOp, Operation, RsaCrypt, SignKey, SignOp, VerifyKey, VerifyOp,
-};
+use super::operation::{CryptOp, DigestOp, Operation, SignOp, VerifyOp};
 use super::pkcs8;
 use super::policy::{self, Origin};
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::aes_modes::{AesCrypt, AesMode};
-use crate::mechanism::mac::{Mac, MacMechanism};
-use crate::mechanism::{self, ec, ec_params, rsa, Mechanism};
+use crate::mechanism::{self, Mechanism, Op};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
-
-/// The AES operation of a multi-part call: RSA encryption and decryption are single-part.
-fn multi_part(op: &mut CryptOp) -> Result<&mut AesCrypt> {
-    match op {
-        CryptOp::Aes(aes) => Ok(aes),
-        CryptOp::Rsa(_) => fail_because(
-            CKR_MECHANISM_INVALID,
-            "RSA encryption and decryption are single-part: use C_Encrypt/C_Decrypt",
-        ),
-    }
-}
 
 /// Checks that `obj` is a key of the right kind for `mech` with the `usage` flag set.
 fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_ATTRIBUTE_TYPE) -> Result<()> {
@@ -66,11 +53,6 @@ fn check_key(obj: &Object, mech: &Mechanism, class: CK_OBJECT_CLASS, usage: CK_A
         );
     }
     Ok(())
-}
-
-/// A MAC of `mech` keyed with the secret key `obj` (its class, type and usage checked).
-fn mac_of(mech: &MacMechanism, obj: &Object) -> Result<Mac> {
-    Mac::new(mech, obj.attrs.get(CKA_VALUE).unwrap_or(&[]))
 }
 
 fn supports(mech: &Mechanism, flag: CK_FLAGS) -> Result<()> {
@@ -144,18 +126,11 @@ impl Library {
             }
             supports(&mech, CKF_SIGN)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            let key = match &mech {
-                Mechanism::Mac(m) => {
-                    check_key(&obj, &mech, CKO_SECRET_KEY, CKA_SIGN)?;
-                    SignKey::Mac(Box::new(mac_of(m, &obj)?))
-                }
-                _ => {
-                    check_key(&obj, &mech, CKO_PRIVATE_KEY, CKA_SIGN)?;
-                    obj.sign_key()?
-                }
-            };
+            let class = mech.key_class(Op::Sign).ok_or(Error(CKR_MECHANISM_INVALID))?;
+            check_key(&obj, &mech, class, CKA_SIGN)?;
+            let signer = mech.family().signer(&mech, obj.key(class)?)?;
             let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-            s.sign = Some(SignOp::new(mech, key, needs_auth)?);
+            s.sign = Some(SignOp::new(signer, needs_auth));
             Ok(())
         })
     }
@@ -172,7 +147,7 @@ impl Library {
                 let data = data.transpose()?;
                 let len = op.signature_len();
                 if capacity.is_none_or(|c| c < len) {
-                    if data.is_some() && op.input.stage == Operation::MultiPart {
+                    if data.is_some() && op.stage == Operation::MultiPart {
                         return fail(CKR_OPERATION_ACTIVE);
                     }
                     return Ok((Output::Length(len), false));
@@ -195,17 +170,10 @@ impl Library {
             }
             supports(&mech, CKF_VERIFY)?;
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            let key = match &mech {
-                Mechanism::Mac(m) => {
-                    check_key(&obj, &mech, CKO_SECRET_KEY, CKA_VERIFY)?;
-                    VerifyKey::Mac(Box::new(mac_of(m, &obj)?))
-                }
-                _ => {
-                    check_key(&obj, &mech, CKO_PUBLIC_KEY, CKA_VERIFY)?;
-                    obj.verify_key()?
-                }
-            };
-            s.verify = Some(VerifyOp::new(mech, key)?);
+            let class = mech.key_class(Op::Verify).ok_or(Error(CKR_MECHANISM_INVALID))?;
+            check_key(&obj, &mech, class, CKA_VERIFY)?;
+            let verifier = mech.family().verifier(&mech, obj.key(class)?)?;
+            s.verify = Some(VerifyOp::new(verifier));
             Ok(())
         })
     }
@@ -246,31 +214,17 @@ impl Library {
                 return fail(CKR_OPERATION_ACTIVE);
             }
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            let usage = if encrypt { CKA_ENCRYPT } else { CKA_DECRYPT };
-            let op = match &mech {
-                Mechanism::Aes(mode) => {
-                    check_key(&obj, &mech, CKO_SECRET_KEY, usage)?;
-                    let value = obj.attrs.get(CKA_VALUE).unwrap_or(&[]);
-                    CryptOp::Aes(AesCrypt::new(mode.clone(), value, encrypt)?)
-                }
-                Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_) if encrypt => {
-                    check_key(&obj, &mech, CKO_PUBLIC_KEY, usage)?;
-                    CryptOp::Rsa(RsaCrypt {
-                        mech,
-                        key: CryptKey::Public(obj.public_key()?),
-                        needs_auth: false,
-                    })
-                }
-                Mechanism::RsaPkcs | Mechanism::RsaX509 | Mechanism::RsaOaep(_) => {
-                    check_key(&obj, &mech, CKO_PRIVATE_KEY, usage)?;
-                    let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
-                    CryptOp::Rsa(RsaCrypt {
-                        mech,
-                        key: CryptKey::Private(obj.prepared_key()?),
-                        needs_auth,
-                    })
-                }
-                _ => return fail(CKR_MECHANISM_INVALID),
+            let (usage, op) = if encrypt {
+                (CKA_ENCRYPT, Op::Encrypt)
+            } else {
+                (CKA_DECRYPT, Op::Decrypt)
+            };
+            let class = mech.key_class(op).ok_or(Error(CKR_MECHANISM_INVALID))?;
+            check_key(&obj, &mech, class, usage)?;
+            let needs_auth = class == CKO_PRIVATE_KEY && obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
+            let op = CryptOp {
+                crypter: mech.family().crypter(&mech, obj.key(class)?, encrypt)?,
+                needs_auth,
             };
             if encrypt {
                 s.encrypt = Some(op);
@@ -303,30 +257,19 @@ impl Library {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_output_op(slot, capacity, |op, capacity| {
                 let data = data?;
-                match op {
-                    CryptOp::Rsa(op) => {
-                        let Some(cap) = capacity else {
-                            return Ok((Output::Length(op.output_len()), false));
-                        };
-                        if encrypt && cap < op.output_len() {
-                            return Ok((Output::Length(op.output_len()), false));
-                        }
-                        Ok((Output::Data(op.run(data)?), true))
-                    }
-                    CryptOp::Aes(op) => {
-                        if op.is_multipart() {
-                            return fail_because(
-                                CKR_OPERATION_ACTIVE,
-                                "a multi-part operation is running: finish it with C_EncryptFinal/C_DecryptFinal",
-                            );
-                        }
-                        let len = op.single_len(data.len())?;
-                        if capacity.is_none_or(|c| encrypt && c < len) {
-                            return Ok((Output::Length(len), false));
-                        }
-                        Ok((Output::Data(op.single(data)?), true))
-                    }
+                if op.crypter.is_multipart() {
+                    return fail_because(
+                        CKR_OPERATION_ACTIVE,
+                        "a multi-part operation is running: finish it with C_EncryptFinal/C_DecryptFinal",
+                    );
                 }
+                // An upper bound where the exact length needs the work done (RSA and padded
+                // AES decryption); run_output_op answers the exact one if it does not fit.
+                let len = op.crypter.single_len(data.len())?;
+                if capacity.is_none_or(|c| encrypt && c < len) {
+                    return Ok((Output::Length(len), false));
+                }
+                Ok((Output::Data(op.single(data)?), true))
             })
         })
     }
@@ -344,14 +287,11 @@ impl Library {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_output_op(slot, capacity, |op, capacity| {
                 let data = data?;
-                let aes = multi_part(op)?;
-                let len = aes.update_len(data.len());
+                let len = op.crypter.update_len(data.len())?;
                 if capacity.is_none_or(|c| c < len) {
                     return Ok((Output::Length(len), false));
                 }
-                let (out, next) = aes.try_update(data)?;
-                *aes = next;
-                Ok((Output::Data(out), false))
+                Ok((Output::Data(op.crypter.update(data)?), false))
             })
         })
     }
@@ -366,19 +306,19 @@ impl Library {
         self.with_session(h, |s| {
             let slot = if encrypt { &mut s.encrypt } else { &mut s.decrypt };
             run_output_op(slot, capacity, |op, capacity| {
-                let aes = multi_part(op)?;
+                let len = op.crypter.final_len()?;
                 let Some(_) = capacity else {
-                    return Ok((Output::Length(aes.final_len()), false));
+                    return Ok((Output::Length(len), false));
                 };
                 // A last part that does not fit becomes its length (run_output_op), the
-                // operation kept: `try_finish` changed nothing.
-                Ok((Output::Data(aes.try_finish()?), true))
+                // operation kept: `finish` changed nothing.
+                Ok((Output::Data(op.crypter.finish()?), true))
             })
         })
     }
 
     pub fn digest_init(&self, h: CK_SESSION_HANDLE, mech: Mechanism) -> Result<()> {
-        let Mechanism::Digest(alg) = mech else {
+        let Some(alg) = mech.family().digest(&mech) else {
             return fail(CKR_MECHANISM_INVALID);
         };
         self.with_session(h, |s| {
@@ -464,7 +404,10 @@ impl Library {
                 .map_err(|_| Error(CKR_WRAPPING_KEY_HANDLE_INVALID))?;
             let target = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             if !matches!(target.attrs.class(), Some(CKO_SECRET_KEY | CKO_PRIVATE_KEY)) {
-                return fail_because(CKR_KEY_NOT_WRAPPABLE, "only secret and private keys can be wrapped");
+                return fail_because(
+                    CKR_KEY_NOT_WRAPPABLE,
+                    "only secret and private keys can be wrapped",
+                );
             }
             policy::check_wrap(&wrapper.attrs, &target.attrs)?;
             let value = match target.attrs.class() {
@@ -480,33 +423,9 @@ impl Library {
                     }
                 })
             };
-            let wrapped = match &mech {
-                Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
-                    wrapping_key(CKO_SECRET_KEY)?;
-                    let kek = wrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
-                    let pad = mech == Mechanism::AesKeyWrapPad;
-                    mechanism::aes::wrap(kek, &value, pad).ok_or_else(|| {
-                        log::info!("CKR_KEY_SIZE_RANGE: CKM_AES_KEY_WRAP takes a multiple of 8 bytes, at least 16; CKM_AES_KEY_WRAP_PAD takes any length");
-                        Error(CKR_KEY_SIZE_RANGE)
-                    })?
-                }
-                Mechanism::Aes(mode @ AesMode::CbcPad { .. }) => {
-                    wrapping_key(CKO_SECRET_KEY)?;
-                    let kek = wrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
-                    AesCrypt::new(mode.clone(), kek, true)?.single(&value)?.to_vec()
-                }
-                Mechanism::RsaOaep(_) => {
-                    wrapping_key(CKO_PUBLIC_KEY)?;
-                    rsa::encrypt(&mech, &*wrapper.public_key()?, &value).map_err(|e| {
-                        if e.0 == CKR_DATA_LEN_RANGE {
-                            Error(CKR_KEY_SIZE_RANGE)
-                        } else {
-                            e
-                        }
-                    })?
-                }
-                _ => return fail(CKR_MECHANISM_INVALID),
-            };
+            let class = mech.key_class(Op::Wrap).ok_or(Error(CKR_MECHANISM_INVALID))?;
+            wrapping_key(class)?;
+            let wrapped = mech.family().wrap(&mech, wrapper.key(class)?, &value)?;
             if capacity.is_none_or(|c| c < wrapped.len()) {
                 return Ok(Output::Length(wrapped.len()));
             }
@@ -541,36 +460,9 @@ impl Library {
                     }
                 })
             };
-            let value = match &mech {
-                Mechanism::AesKeyWrap | Mechanism::AesKeyWrapPad => {
-                    unwrapping_key(CKO_SECRET_KEY)?;
-                    let kek = unwrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
-                    let pad = mech == Mechanism::AesKeyWrapPad;
-                    Zeroizing::new(
-                        mechanism::aes::unwrap(kek, wrapped, pad).ok_or(Error(CKR_WRAPPED_KEY_INVALID))?,
-                    )
-                }
-                Mechanism::Aes(mode @ AesMode::CbcPad { .. }) => {
-                    unwrapping_key(CKO_SECRET_KEY)?;
-                    if wrapped.is_empty() || !wrapped.len().is_multiple_of(16) {
-                        return fail(CKR_WRAPPED_KEY_LEN_RANGE);
-                    }
-                    let kek = unwrapper.attrs.get(CKA_VALUE).unwrap_or(&[]);
-                    // Bad padding is one more malformed blob: the same code as a bad key.
-                    AesCrypt::new(mode.clone(), kek, false)?
-                        .single(wrapped)
-                        .map_err(|_| Error(CKR_WRAPPED_KEY_INVALID))?
-                }
-                Mechanism::RsaOaep(_) => {
-                    unwrapping_key(CKO_PRIVATE_KEY)?;
-                    let key = unwrapper.prepared_key()?;
-                    if wrapped.len() != key.modulus_len() {
-                        return fail(CKR_WRAPPED_KEY_LEN_RANGE);
-                    }
-                    rsa::decrypt(&mech, &key, wrapped).map_err(|_| Error(CKR_WRAPPED_KEY_INVALID))?
-                }
-                _ => return fail(CKR_MECHANISM_INVALID),
-            };
+            let class = mech.key_class(Op::Unwrap).ok_or(Error(CKR_MECHANISM_INVALID))?;
+            unwrapping_key(class)?;
+            let value = mech.family().unwrap(&mech, unwrapper.key(class)?, wrapped)?;
             let template = policy::unwrap_template(&unwrapper.attrs, template)?;
             if template.attrs().class() == Some(CKO_PRIVATE_KEY) {
                 return self.add_unwrapped_private(s, template, &value);
@@ -598,42 +490,11 @@ impl Library {
             let authorized = std::mem::take(&mut s.context_login);
             supports(&mech, CKF_DERIVE)?;
             let obj = s.token.object(base).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
-            let (class, usage) = match &mech {
-                Mechanism::Ecdh1Derive { .. } => (CKO_PRIVATE_KEY, CKA_DERIVE),
-                Mechanism::AesEncryptData { .. } => (CKO_SECRET_KEY, CKA_DERIVE),
-                _ => return fail(CKR_MECHANISM_INVALID),
-            };
-            check_key(&obj, &mech, class, usage)?;
+            let class = mech.key_class(Op::Derive).ok_or(Error(CKR_MECHANISM_INVALID))?;
+            check_key(&obj, &mech, class, CKA_DERIVE)?;
             check_context_login(&obj, authorized)?;
-            let secret = match &mech {
-                Mechanism::Ecdh1Derive { public_data } => {
-                    let key = obj.ec_private_key()?;
-                    let curve = key.curve();
-                    let bad_point = |_| Error(CKR_MECHANISM_PARAM_INVALID);
-                    let raw = ec_params::unwrap_point(curve, public_data).map_err(bad_point)?;
-                    let peer = ec::PublicKey::from_point(curve, &raw).map_err(bad_point)?;
-                    key.ecdh(&peer)?
-                }
-                Mechanism::AesEncryptData { iv, data } => {
-                    if data.is_empty() || !data.len().is_multiple_of(16) {
-                        return fail_because(
-                            CKR_MECHANISM_PARAM_INVALID,
-                            format!(
-                                "mechanism 0x{:x}: the data is {} bytes; it must be a non-empty multiple of 16 (no padding is added)",
-                                mech.mechanism_type(),
-                                data.len()
-                            ),
-                        );
-                    }
-                    let mode = match iv {
-                        Some(iv) => AesMode::Cbc { iv: *iv },
-                        None => AesMode::Ecb,
-                    };
-                    let key = obj.attrs.get(CKA_VALUE).unwrap_or(&[]);
-                    AesCrypt::new(mode, key, true)?.single(data)?
-                }
-                _ => return fail(CKR_MECHANISM_INVALID),
-            };
+            let derived = mech.family().derive(&mech, obj.key(class)?)?;
+            let secret = derived.secret;
             let mut t = policy::derive_template(&obj.attrs, template)?.into_attributes();
             if t.class().is_some_and(|c| c != CKO_SECRET_KEY) {
                 return fail_because(CKR_TEMPLATE_INCONSISTENT, "key derivation makes secret keys only");
@@ -645,18 +506,24 @@ impl Library {
                 },
                 None => secret.len(),
             };
-            if len > secret.len() && matches!(mech, Mechanism::AesEncryptData { .. }) {
+            if len > secret.len() && derived.len_from_param {
                 // The data is the mechanism's parameter: it is what falls short (SoftHSM and
                 // python-pkcs11's suite expect this code).
                 return fail_because(
                     CKR_MECHANISM_PARAM_INVALID,
-                    format!("CKA_VALUE_LEN {len}: the data to encrypt is {} bytes", secret.len()),
+                    format!(
+                        "CKA_VALUE_LEN {len}: the data to encrypt is {} bytes",
+                        secret.len()
+                    ),
                 );
             }
             if len == 0 || len > secret.len() {
                 return fail_because(
                     CKR_TEMPLATE_INCONSISTENT,
-                    format!("CKA_VALUE_LEN {len}: the derived secret is {} bytes", secret.len()),
+                    format!(
+                        "CKA_VALUE_LEN {len}: the derived secret is {} bytes",
+                        secret.len()
+                    ),
                 );
             }
             t.set_ulong(CKA_CLASS, CKO_SECRET_KEY);

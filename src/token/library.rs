@@ -2,7 +2,6 @@
 //! every slot, and the open sessions. Slots, tokens, sessions and login live here; object and
 //! crypto functions are in `objects.rs` and `crypto.rs`.
 
-use super::operation::CryptOp;
 use super::session::{Session, SessionRef};
 use super::slot::{LoginState, Token};
 use crate::error::{fail, fail_because, Error, Result};
@@ -243,12 +242,12 @@ impl Library {
                 }
                 let mut s = session.lock();
                 let has_op = s.sign.as_ref().is_some_and(|o| o.needs_auth)
-                    || matches!(&s.decrypt, Some(CryptOp::Rsa(o)) if o.needs_auth);
+                    || s.decrypt.as_ref().is_some_and(|o| o.needs_auth);
                 self.store.login(token.slot_id, PinOwner::User, pin)?;
                 if let Some(o) = s.sign.as_mut() {
                     o.needs_auth = false;
                 }
-                if let Some(CryptOp::Rsa(o)) = s.decrypt.as_mut() {
+                if let Some(o) = s.decrypt.as_mut() {
                     o.needs_auth = false;
                 }
                 // With no operation waiting, the login is for the next call that has no

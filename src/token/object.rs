@@ -2,13 +2,13 @@
 //! material, made on first use and dropped with the object.
 
 use super::attributes::Attributes;
-use super::operation::{SignKey, VerifyKey};
 use crate::engine::{self, KeyComponents, PreparedKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
 use crate::mechanism::ec_params::{self, Curve};
-use crate::mechanism::{ec, pq};
+use crate::mechanism::{ec, pq, Key};
 use cryptoki_sys::*;
 use once_cell::sync::OnceCell;
+use std::any::Any;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
@@ -76,8 +76,21 @@ impl Object {
         matches!(self.attrs.key_type(), Some(CKK_EC | CKK_EC_EDWARDS))
     }
 
-    /// The private key a signing operation uses, RSA or EC.
-    pub fn sign_key(&self) -> Result<SignKey> {
+    /// The key an operation takes of this object, as `class` says (`Family::key_class`): a
+    /// secret key's value, or the private or public key in its family's usable form.
+    pub fn key(&self, class: CK_OBJECT_CLASS) -> Result<Key> {
+        match class {
+            CKO_SECRET_KEY => Ok(Key::Secret(Zeroizing::new(
+                self.attrs.get(CKA_VALUE).unwrap_or(&[]).to_vec(),
+            ))),
+            CKO_PRIVATE_KEY => self.private_key().map(Key::Private),
+            _ => self.public_key_any().map(Key::Public),
+        }
+    }
+
+    /// The private key of this object, made once: RSA's prepared key, an EC key or a
+    /// post-quantum one.
+    fn private_key(&self) -> Result<Arc<dyn Any + Send + Sync>> {
         if let Some(f) = self.pq_family() {
             return self
                 .pq_private
@@ -88,16 +101,16 @@ impl Object {
                     })
                 })
                 .cloned()
-                .map(SignKey::Pq);
+                .map(|k| Arc::new(k) as Arc<dyn Any + Send + Sync>);
         }
         if self.is_ec() {
-            return self.ec_private_key().map(SignKey::Ec);
+            return self.ec_private_key().map(|k| k as Arc<dyn Any + Send + Sync>);
         }
-        self.prepared_key().map(SignKey::Rsa)
+        self.prepared_key().map(|k| k as Arc<dyn Any + Send + Sync>)
     }
 
-    /// The public key a verification uses (from a public or a private key object).
-    pub fn verify_key(&self) -> Result<VerifyKey> {
+    /// The public key of this object (a public or a private key object), made once.
+    fn public_key_any(&self) -> Result<Arc<dyn Any + Send + Sync>> {
         if let Some(f) = self.pq_family() {
             return self
                 .pq_public
@@ -112,12 +125,12 @@ impl Object {
                     })
                 })
                 .cloned()
-                .map(VerifyKey::Pq);
+                .map(|k| Arc::new(k) as Arc<dyn Any + Send + Sync>);
         }
         if self.is_ec() {
-            return self.ec_public_key().map(VerifyKey::Ec);
+            return self.ec_public_key().map(|k| k as Arc<dyn Any + Send + Sync>);
         }
-        self.public_key().map(VerifyKey::Rsa)
+        self.public_key().map(|k| k as Arc<dyn Any + Send + Sync>)
     }
 
     /// The EC private key, prepared once per object (checked when the object was made).
@@ -368,7 +381,7 @@ pub fn derive_key_attributes(a: &mut Attributes) -> Result<()> {
             a.set_ulong(CKA_VALUE_LEN, len as CK_ULONG);
             if kt == CKK_AES {
                 let value = a.get(CKA_VALUE).unwrap_or(&[]).to_vec();
-                a.set(CKA_CHECK_VALUE, crate::mechanism::aes::check_value(&value));
+                a.set(CKA_CHECK_VALUE, crate::mechanism::aes::wrap::check_value(&value));
             } else {
                 a.set(CKA_CHECK_VALUE, vec![]);
             }

@@ -10,7 +10,7 @@ use super::session::Session;
 use super::slot::LoginState;
 use crate::engine;
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::{ec, pq, Mechanism};
+use crate::mechanism::{ec, pq, Generates, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 
@@ -196,14 +196,15 @@ impl Library {
         public: Template,
         private: Template,
     ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
-        if matches!(mech, Mechanism::EcKeyPairGen | Mechanism::EcEdwardsKeyPairGen) {
-            return self.generate_ec_key_pair(h, mech, public, private);
-        }
-        if let Mechanism::PqKeyPairGen(kt) = mech {
-            return self.generate_pq_key_pair(h, *kt, public, private);
-        }
-        if *mech != Mechanism::RsaPkcsKeyPairGen {
-            return fail(CKR_MECHANISM_INVALID);
+        // The key model of each key type (its templates and attributes) is the token's; the
+        // family says which key type its mechanism makes.
+        match mech.family().generates(mech) {
+            Some(Generates::KeyPair(kt @ (CKK_EC | CKK_EC_EDWARDS))) => {
+                return self.generate_ec_key_pair(h, mech, kt, public, private)
+            }
+            Some(Generates::KeyPair(CKK_RSA)) => {}
+            Some(Generates::KeyPair(kt)) => return self.generate_pq_key_pair(h, kt, public, private),
+            _ => return fail(CKR_MECHANISM_INVALID),
         }
         let session = self.session(h)?;
         let s = session.lock();
@@ -268,10 +269,10 @@ impl Library {
         &self,
         h: CK_SESSION_HANDLE,
         mech: &Mechanism,
+        key_type: CK_KEY_TYPE,
         public: Template,
         private: Template,
     ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
-        let key_type = mech.key_type().unwrap_or(CKK_EC);
         let session = self.session(h)?;
         let s = session.lock();
         let mut public = with_class(public, CKO_PUBLIC_KEY, key_type)?;
@@ -379,9 +380,8 @@ impl Library {
         mech: &Mechanism,
         template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
-        let key_type = match mech {
-            Mechanism::AesKeyGen => CKK_AES,
-            Mechanism::GenericSecretKeyGen => CKK_GENERIC_SECRET,
+        let key_type = match mech.family().generates(mech) {
+            Some(Generates::SecretKey(kt)) => kt,
             _ => return fail(CKR_MECHANISM_INVALID),
         };
         let session = self.session(h)?;

@@ -90,7 +90,7 @@ pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
     if let Ok(k) = ed448_goldilocks::SigningKey::from_pkcs8_der(der) {
         return Ok(ec(Curve::Ed448, Zeroizing::new(k.to_bytes().to_vec())));
     }
-    for f in crate::mechanism::pq::FAMILIES {
+    for f in crate::mechanism::pq::families() {
         if let Some(k) = f.read_pkcs8(der) {
             let mut attrs = vec![(
                 CKA_PARAMETER_SET,

@@ -7,7 +7,7 @@ use cryptoki_sys::*;
 use ferrohsm::cli::module::Result;
 use ferrohsm::cli::pin;
 use ferrohsm::engine::{PreparedKey, PublicKey};
-use ferrohsm::mechanism::{rsa as rsa_mech, HashAlg, Mechanism};
+use ferrohsm::mechanism::{rsa as rsa_mech, HashAlg};
 use ferrohsm::token::attributes::Attributes;
 use ferrohsm::token::object::rsa_components;
 use ferrohsm::token::policy;
@@ -109,7 +109,7 @@ fn check_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<()
         public.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]),
     )
     .map_err(|e| format!("public key unusable: {e}"))?;
-    let mech = Mechanism::HashRsaPkcs(HashAlg::Sha256);
+    let mech = rsa_mech::Scheme::HashPkcs(HashAlg::Sha256);
     let hash = HashAlg::Sha256.digest(b"ferrohsm migration check");
     let sig = rsa_mech::sign(&mech, &key, &hash).map_err(|e| format!("signing failed: {e}"))?;
     rsa_mech::verify(&mech, &pk, &hash, &sig)

@@ -69,8 +69,9 @@ pub trait SignCurve: PrimeCurveParams + EcdsaCurve + DigestAlgorithm {
     }
 }
 
-/// P-384's moduli for the engine's constant-time divsteps (`engine::ec::safegcd`): 9.x µs
-/// each against the crate's inversions (measured in benches/p256.rs's P-384 rows).
+/// P-384's moduli for the engine's constant-time divsteps (`engine::ec::safegcd`), in place of
+/// the crate's inversions (benches/p256.rs's P-384 rows time both; through PKCS#11 the change
+/// was within the machine's noise: docs/performance.md).
 mod p384_inv {
     use crate::engine::ec::safegcd::Modulus;
 
@@ -408,7 +409,10 @@ pub mod fault {
             Some(Fault::S) => (r, flip::<C>(&s)),
             Some(Fault::Key) => {
                 let d2 = flip::<C>(d.as_ref());
-                (r, elliptic_curve::Field::invert(k.as_ref()).unwrap() * (*zs + r * d2))
+                (
+                    r,
+                    elliptic_curve::Field::invert(k.as_ref()).unwrap() * (*zs + r * d2),
+                )
             }
         }
     }

@@ -41,6 +41,10 @@ fn oid(set: CK_ULONG) -> [u8; 11] {
 }
 
 impl Family for MlDsa {
+    fn name(&self) -> &'static str {
+        "ML-DSA"
+    }
+
     fn key_type(&self) -> CK_KEY_TYPE {
         CKK_ML_DSA
     }

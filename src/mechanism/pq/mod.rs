@@ -1,9 +1,13 @@
-//! The post-quantum signature families (FIPS 204 ML-DSA, FIPS 205 SLH-DSA) behind one seam. A
-//! family is a folder that implements `Family` and one line in `FAMILIES`; everything around
-//! it (mechanism list, parameter parsing, key objects, generation, PKCS#8 wrapping, sign and
-//! verify operations) goes through this file. What the families share lives here too: the
+//! What the post-quantum signature families (FIPS 204 ML-DSA, FIPS 205 SLH-DSA) share. A
+//! family is a folder that implements `Family` here and one line `Pq(&...)` in
+//! `mechanism::REGISTRY`; everything around it (mechanism list, parameter parsing, key objects,
+//! generation, PKCS#8 wrapping, sign and verify operations) goes through this file. What the families share lives here too: the
 //! `CK_SIGN_ADDITIONAL_CONTEXT` choices, the message framing M' of FIPS 204 §5.2/§5.4 and FIPS
 //! 205 §10.2/§10.3 (pure and pre-hash), and the check before release.
+
+mod adapter;
+
+pub use adapter::Pq;
 
 use super::HashAlg;
 use crate::error::{fail_because, Error, Result};
@@ -11,11 +15,15 @@ use cryptoki_sys::*;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-/// The families compiled in. A new family is one folder and one line here.
-pub static FAMILIES: &[&dyn Family] = &[&super::ml_dsa::MlDsa, &super::slh_dsa::SlhDsa];
+/// The post-quantum families among `mechanism::REGISTRY`.
+pub fn families() -> impl Iterator<Item = &'static dyn Family> {
+    super::REGISTRY.iter().filter_map(|f| f.post_quantum())
+}
 
 /// A post-quantum signature family: its key type, mechanisms and keys.
 pub trait Family: Sync {
+    /// The family's name, as FIPS 204/205 give it.
+    fn name(&self) -> &'static str;
     fn key_type(&self) -> CK_KEY_TYPE;
     fn key_pair_gen(&self) -> CK_MECHANISM_TYPE;
     /// The pure signature mechanism (`CKM_ML_DSA`, `CKM_SLH_DSA`).
@@ -63,12 +71,12 @@ pub trait PublicKey: Send + Sync {
 }
 
 pub fn family(key_type: CK_KEY_TYPE) -> Option<&'static dyn Family> {
-    FAMILIES.iter().copied().find(|f| f.key_type() == key_type)
+    families().find(|f| f.key_type() == key_type)
 }
 
 /// The family and pre-hash of a signature mechanism type.
 pub fn sign_mechanism(m: CK_MECHANISM_TYPE) -> Option<(&'static dyn Family, Option<HashAlg>)> {
-    FAMILIES.iter().copied().find_map(|f| {
+    families().find_map(|f| {
         if f.sign_mechanism() == m {
             return Some((f, None));
         }
@@ -81,7 +89,7 @@ pub fn sign_mechanism(m: CK_MECHANISM_TYPE) -> Option<(&'static dyn Family, Opti
 
 /// The family of a key pair generation mechanism type.
 pub fn key_pair_gen(m: CK_MECHANISM_TYPE) -> Option<&'static dyn Family> {
-    FAMILIES.iter().copied().find(|f| f.key_pair_gen() == m)
+    families().find(|f| f.key_pair_gen() == m)
 }
 
 /// The mechanism type of a signature mechanism of `key_type` with `prehash`.
@@ -97,25 +105,6 @@ pub fn mechanism_type(key_type: CK_KEY_TYPE, prehash: Option<HashAlg>) -> CK_MEC
             .find(|(_, x)| *x == h)
             .map_or(CK_UNAVAILABLE_INFORMATION, |(t, _)| *t),
     }
-}
-
-/// `C_GetMechanismInfo`'s answers for every family's mechanisms.
-pub fn mechanism_list() -> Vec<(CK_MECHANISM_TYPE, CK_MECHANISM_INFO)> {
-    let mut v = Vec::new();
-    for f in FAMILIES {
-        let (min, max) = f.key_sizes();
-        let info = |flags| CK_MECHANISM_INFO {
-            ulMinKeySize: min,
-            ulMaxKeySize: max,
-            flags,
-        };
-        v.push((f.key_pair_gen(), info(CKF_GENERATE_KEY_PAIR)));
-        v.push((f.sign_mechanism(), info(CKF_SIGN | CKF_VERIFY)));
-        for (m, _) in f.hash_mechanisms() {
-            v.push((*m, info(CKF_SIGN | CKF_VERIFY)));
-        }
-    }
-    v
 }
 
 /// `CK_SIGN_ADDITIONAL_CONTEXT` as checked: the hedge choice and the context string.
@@ -287,7 +276,7 @@ mod tests {
 
     #[test]
     fn every_mechanism_names_its_family() {
-        for f in FAMILIES {
+        for f in families() {
             assert_eq!(sign_mechanism(f.sign_mechanism()).unwrap().1, None);
             assert_eq!(key_pair_gen(f.key_pair_gen()).unwrap().key_type(), f.key_type());
             for (m, h) in f.hash_mechanisms() {

@@ -65,6 +65,10 @@ pub const PARAMETER_SETS: [CK_ULONG; 12] = [
 ];
 
 impl Family for SlhDsa {
+    fn name(&self) -> &'static str {
+        "SLH-DSA"
+    }
+
     fn key_type(&self) -> CK_KEY_TYPE {
         CKK_SLH_DSA
     }

@@ -13,6 +13,10 @@
 //! the running state of one MAC; the operation around it (parts, two-call lengths, errors
 //! ending the operation) is the signing one of `token::operation`.
 
+mod family;
+
+pub use family::Macs;
+
 use super::HashAlg;
 use crate::error::{fail_because, Result};
 use cryptoki_sys::*;

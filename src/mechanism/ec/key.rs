@@ -4,12 +4,12 @@
 //! checks of imported key material (point on the curve, scalar in range, scalar matching the
 //! point), and the rule that no signature leaves before the public key has verified it.
 
-use super::ec_params::{bits2int, Curve};
+use super::ed25519 as eddsa;
 use super::ed448;
-use super::eddsa;
 use crate::engine::ec::check::{self as ec_check, LazyTable};
 use crate::engine::ec::sign as ec_sign;
 use crate::error::{fail_because, Error, Result};
+use crate::mechanism::ec_params::{bits2int, Curve};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
@@ -95,7 +95,7 @@ pub fn release_checked(
     sig: Vec<u8>,
     verify: impl FnOnce(&[u8]) -> std::result::Result<(), ()>,
 ) -> Result<Vec<u8>> {
-    super::release_checked("EC", sig, verify)
+    crate::mechanism::release_checked("EC", sig, verify)
 }
 
 /// A big-endian scalar of any length up to the curve's, left-padded to it.

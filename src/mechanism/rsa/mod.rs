@@ -1,11 +1,53 @@
-//! RSA signature and encryption schemes: padding from `rsa_pad`, arithmetic from the engine.
+//! The RSA family: PKCS#1 v1.5, PSS, raw X.509 and OAEP signature and encryption schemes,
+//! with the padding from `pad` and the arithmetic from the engine; what the family offers and
+//! how it reads its parameters is in `family`, the running operations in `ops`.
 
-use super::rsa_pad::{self, PadError};
-use super::{HashAlg, Mechanism};
+mod family;
+mod ops;
+pub mod pad;
+
+pub use family::{hash_pkcs_mechanism, hash_pss_mechanism, Rsa};
+
+use super::HashAlg;
 use crate::engine::{left_pad, EngineError, PreparedKey, PublicKey};
 use crate::error::{fail, fail_because, Error, Result};
 use cryptoki_sys::*;
+use pad::PadError;
 use zeroize::Zeroizing;
+
+/// Parameters of PSS as the application gave them (`CK_RSA_PKCS_PSS_PARAMS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PssParams {
+    pub hash: HashAlg,
+    pub mgf: HashAlg,
+    pub salt_len: usize,
+}
+
+/// Parameters of OAEP (`CK_RSA_PKCS_OAEP_PARAMS`); the label is the `pSourceData`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OaepParams {
+    pub hash: HashAlg,
+    pub mgf: HashAlg,
+    pub label: Vec<u8>,
+}
+
+/// An RSA mechanism with its parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scheme {
+    KeyPairGen,
+    /// `CKM_RSA_PKCS`.
+    Pkcs,
+    /// `CKM_RSA_X_509`.
+    X509,
+    /// `CKM_RSA_PKCS_PSS` (prehash `None`, input is the hash) or `CKM_SHAx_RSA_PKCS_PSS`.
+    Pss {
+        prehash: Option<HashAlg>,
+        params: PssParams,
+    },
+    /// `CKM_SHAx_RSA_PKCS`: hash, DigestInfo, PKCS#1 v1.5.
+    HashPkcs(HashAlg),
+    Oaep(OaepParams),
+}
 
 fn engine_err(e: EngineError, input_rv: CK_RV) -> Error {
     match e {
@@ -16,30 +58,30 @@ fn engine_err(e: EngineError, input_rv: CK_RV) -> Error {
 }
 
 /// The hash a mechanism applies to the data before padding (hash-and-sign mechanisms).
-pub fn prehash(mech: &Mechanism) -> Option<HashAlg> {
+pub fn prehash(mech: &Scheme) -> Option<HashAlg> {
     match mech {
-        Mechanism::HashRsaPkcs(h) => Some(*h),
-        Mechanism::RsaPss { prehash, .. } => *prehash,
+        Scheme::HashPkcs(h) => Some(*h),
+        Scheme::Pss { prehash, .. } => *prehash,
         _ => None,
     }
 }
 
 /// The encoded message (k bytes) that the private-key operation turns into a signature.
 /// `input` is the data for CKM_RSA_PKCS/X_509 and the hash for every other scheme.
-fn signature_block(mech: &Mechanism, k: usize, bits: usize, input: &[u8]) -> Result<Vec<u8>> {
+fn signature_block(mech: &Scheme, k: usize, bits: usize, input: &[u8]) -> Result<Vec<u8>> {
     let block = match mech {
-        Mechanism::RsaPkcs => rsa_pad::pkcs1_sign_encode(input, k),
-        Mechanism::HashRsaPkcs(h) => {
+        Scheme::Pkcs => pad::pkcs1_sign_encode(input, k),
+        Scheme::HashPkcs(h) => {
             let mut t = h.digest_info_prefix().to_vec();
             t.extend_from_slice(input);
-            rsa_pad::pkcs1_sign_encode(&t, k)
+            pad::pkcs1_sign_encode(&t, k)
         }
-        Mechanism::RsaX509 => {
+        Scheme::X509 => {
             return left_pad(input, k)
                 .map(|v| v.to_vec())
                 .ok_or(Error(CKR_DATA_LEN_RANGE))
         }
-        Mechanism::RsaPss { params, .. } => {
+        Scheme::Pss { params, .. } => {
             if input.len() != params.hash.output_len() {
                 return fail_because(
                     CKR_DATA_LEN_RANGE,
@@ -50,14 +92,14 @@ fn signature_block(mech: &Mechanism, k: usize, bits: usize, input: &[u8]) -> Res
                     ),
                 );
             }
-            rsa_pad::pss_encode(input, bits, params.hash, params.mgf, params.salt_len)
+            pad::pss_encode(input, bits, params.hash, params.mgf, params.salt_len)
         }
         _ => return fail(CKR_MECHANISM_INVALID),
     };
     block.map_err(|_| Error(CKR_DATA_LEN_RANGE))
 }
 
-pub fn sign(mech: &Mechanism, key: &PreparedKey, input: &[u8]) -> Result<Vec<u8>> {
+pub fn sign(mech: &Scheme, key: &PreparedKey, input: &[u8]) -> Result<Vec<u8>> {
     let block = signature_block(mech, key.modulus_len(), key.modulus_bits(), input)?;
     let sig = key
         .private_op(&block)
@@ -65,7 +107,7 @@ pub fn sign(mech: &Mechanism, key: &PreparedKey, input: &[u8]) -> Result<Vec<u8>
     Ok(sig.to_vec())
 }
 
-pub fn verify(mech: &Mechanism, key: &PublicKey, input: &[u8], signature: &[u8]) -> Result<()> {
+pub fn verify(mech: &Scheme, key: &PublicKey, input: &[u8], signature: &[u8]) -> Result<()> {
     let k = key.modulus_len();
     if signature.len() != k {
         return fail(CKR_SIGNATURE_LEN_RANGE);
@@ -74,11 +116,11 @@ pub fn verify(mech: &Mechanism, key: &PublicKey, input: &[u8], signature: &[u8])
         .public_op(signature)
         .map_err(|e| engine_err(e, CKR_SIGNATURE_INVALID))?;
     let ok = match mech {
-        Mechanism::RsaPss { params, .. } => {
+        Scheme::Pss { params, .. } => {
             if input.len() != params.hash.output_len() {
                 return fail(CKR_DATA_LEN_RANGE);
             }
-            rsa_pad::pss_verify(
+            pad::pss_verify(
                 input,
                 &block,
                 key.modulus_bits(),
@@ -88,7 +130,7 @@ pub fn verify(mech: &Mechanism, key: &PublicKey, input: &[u8], signature: &[u8])
             )
             .is_ok()
         }
-        Mechanism::RsaX509 => match left_pad(input, k) {
+        Scheme::X509 => match left_pad(input, k) {
             Some(expected) => expected[..] == block[..],
             None => return fail(CKR_DATA_LEN_RANGE),
         },
@@ -105,19 +147,19 @@ pub fn verify(mech: &Mechanism, key: &PublicKey, input: &[u8], signature: &[u8])
     }
 }
 
-pub fn encrypt(mech: &Mechanism, key: &PublicKey, data: &[u8]) -> Result<Vec<u8>> {
+pub fn encrypt(mech: &Scheme, key: &PublicKey, data: &[u8]) -> Result<Vec<u8>> {
     let k = key.modulus_len();
     let block = match mech {
-        Mechanism::RsaPkcs => rsa_pad::pkcs1_encrypt_pad(data, k),
-        Mechanism::RsaOaep(p) => rsa_pad::oaep_encode(data, k, p.hash, p.mgf, &p.label),
-        Mechanism::RsaX509 => left_pad(data, k).map(|v| v.to_vec()).ok_or(PadError::TooLong),
+        Scheme::Pkcs => pad::pkcs1_encrypt_pad(data, k),
+        Scheme::Oaep(p) => pad::oaep_encode(data, k, p.hash, p.mgf, &p.label),
+        Scheme::X509 => left_pad(data, k).map(|v| v.to_vec()).ok_or(PadError::TooLong),
         _ => return fail(CKR_MECHANISM_INVALID),
     }
     .map_err(|_| Error(CKR_DATA_LEN_RANGE))?;
     key.public_op(&block).map_err(|e| engine_err(e, CKR_DATA_INVALID))
 }
 
-pub fn decrypt(mech: &Mechanism, key: &PreparedKey, ciphertext: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
+pub fn decrypt(mech: &Scheme, key: &PreparedKey, ciphertext: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
     let k = key.modulus_len();
     if ciphertext.len() != k {
         return fail(CKR_ENCRYPTED_DATA_LEN_RANGE);
@@ -126,14 +168,15 @@ pub fn decrypt(mech: &Mechanism, key: &PreparedKey, ciphertext: &[u8]) -> Result
         .private_op(ciphertext)
         .map_err(|e| engine_err(e, CKR_ENCRYPTED_DATA_INVALID))?;
     match mech {
-        Mechanism::RsaX509 => Ok(block),
-        Mechanism::RsaPkcs => Ok(rsa_pad::pkcs1_decrypt_unpad(
+        Scheme::X509 => Ok(block),
+        Scheme::Pkcs => Ok(pad::pkcs1_decrypt_unpad(
             &block,
             ciphertext,
             key.implicit_rejection_secret(),
         )),
-        Mechanism::RsaOaep(p) => rsa_pad::oaep_decode(&block, p.hash, p.mgf, &p.label)
-            .map_err(|_| Error(CKR_ENCRYPTED_DATA_INVALID)),
+        Scheme::Oaep(p) => {
+            pad::oaep_decode(&block, p.hash, p.mgf, &p.label).map_err(|_| Error(CKR_ENCRYPTED_DATA_INVALID))
+        }
         _ => fail(CKR_MECHANISM_INVALID),
     }
 }

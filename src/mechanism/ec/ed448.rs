@@ -1,9 +1,8 @@
 //! Ed448 (RFC 8032 §5.2, `CKM_EDDSA` on Ed448 keys) with RustCrypto's `ed448-goldilocks`: keys
 //! from their PKCS#11 encodings, signing with or without a context and the verify-before-release
 //! check, and verification. Ed448ph (the prehash variant) is refused where the mechanism
-//! parameter is read (`eddsa::params`).
+//! parameter is read (`eddsa.rs`).
 
-use super::ec::release_checked;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
 use ed448_goldilocks::{Signature, SigningKey, VerifyingKey, SECRET_KEY_LENGTH, SIGNATURE_LENGTH};
@@ -66,7 +65,9 @@ pub fn sign_checked(key: &SigningKey, context: &[u8], message: &[u8]) -> Result<
         )
     })?;
     let public = key.verifying_key();
-    release_checked(sig.to_bytes().to_vec(), |s| {
+    // Logged as the EC signatures are (`ec::release_checked`), without a call into `key`,
+    // which calls this file.
+    crate::mechanism::release_checked("EC", sig.to_bytes().to_vec(), |s| {
         verify(&public, context, message, s).map_err(|_| ())
     })
 }

@@ -1,11 +1,10 @@
 //! Ed25519 (RFC 8032, pure: `CKM_EDDSA` without prehash or context) with `ed25519-dalek`:
 //! keys from their PKCS#11 encodings, signing with the verify-before-release check, strict
 //! verification; and the `CK_EDDSA_PARAMS` the token accepts for either Edwards curve (Ed448
-//! itself is `ed448`).
+//! itself is `ed448`). The EdDSA family around both is `eddsa.rs`.
 
-use super::ec::release_checked;
-use super::ec_params::Curve;
 use crate::error::{fail_because, Error, Result};
+use crate::mechanism::ec_params::Curve;
 use cryptoki_sys::*;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 
@@ -52,7 +51,9 @@ pub fn sign_checked(key: &SigningKey, message: &[u8]) -> Result<Vec<u8>> {
     use ed25519_dalek::Verifier;
     let sig = key.sign(message).to_bytes().to_vec();
     let public = key.verifying_key();
-    release_checked(sig, |s| {
+    // Logged as the EC signatures are (`ec::release_checked`), without a call into `key`,
+    // which calls this file.
+    crate::mechanism::release_checked("EC", sig, |s| {
         let s = ed25519_dalek::Signature::from_slice(s).map_err(|_| ())?;
         public.verify(message, &s).map_err(|_| ())
     })

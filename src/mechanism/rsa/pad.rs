@@ -1,7 +1,7 @@
 //! RSA encodings from RFC 8017 (EMSA-PKCS1-v1_5, EMSA-PSS, RSAES-PKCS1-v1_5, RSAES-OAEP),
 //! applied around the engine's raw operations. Decoding of secret data is constant time.
 
-use super::hash::HashAlg;
+use crate::mechanism::hash::HashAlg;
 use subtle::{ConditionallySelectable, ConstantTimeEq, ConstantTimeGreater, ConstantTimeLess};
 use zeroize::Zeroizing;
 

@@ -141,7 +141,7 @@ fn interfaces_and_function_lists() {
             ("PKCS 11", 2, 40),
             ("PKCS 11", 3, 0),
             ("PKCS 11", 3, 2),
-            ("Vendor ferrohsm", 1, 2),
+            ("Vendor ferrohsm", 1, 3),
         ];
         assert_eq!(versions, expect.map(|(n, a, b)| (n.to_string(), a, b)).to_vec());
         // The default interface is 3.0; named lookups by version work.

@@ -59,7 +59,7 @@ pub trait KeyModel: Sync {
     fn to_pkcs8(&self, a: &Attributes) -> Result<Zeroizing<Vec<u8>>>;
     /// The key material of a PKCS#8 `PrivateKeyInfo`: `None` when it is not one of this key
     /// type's, an error when it is one but unreadable (`C_UnwrapKey`).
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Result<Material>>;
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Result<Material>>;
     /// Bytes the usable forms of an object of `class` hold once made, for the bound on the
     /// object cache.
     fn footprint(&self, a: &Attributes, class: CK_OBJECT_CLASS) -> usize;
@@ -117,6 +117,9 @@ pub fn shared_parameter(
     Ok(())
 }
 
+/// How a secret key type computes `CKA_CHECK_VALUE` from a value.
+pub type CheckValue = fn(&[u8]) -> Vec<u8>;
+
 /// A secret key type a family owns (`Family::secret_key_types`): the lengths its values may
 /// have and its `CKA_CHECK_VALUE`. The rest of a secret key object is the same for every type
 /// (`token::policy`).
@@ -128,7 +131,7 @@ pub struct SecretKeyType {
     /// The longest value key generation makes, where `lengths` is empty.
     pub max_generated: usize,
     /// `CKA_CHECK_VALUE` of a value; `None` where the type defines none (it is empty then).
-    pub check_value: Option<fn(&[u8]) -> Vec<u8>>,
+    pub check_value: Option<CheckValue>,
 }
 
 impl SecretKeyType {

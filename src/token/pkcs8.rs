@@ -1,7 +1,7 @@
 //! Private keys as PKCS#8 `PrivateKeyInfo` DER (RFC 5208), the form SoftHSM and OpenSSL put
 //! inside a wrapped private key, to and from the attributes of a private key object. What the
 //! DER holds is each key type's model's to read and write (`KeyModel::to_pkcs8`,
-//! `from_pkcs8`); this file keeps what holds for every key type: the envelope, SoftHSM's
+//! `read_pkcs8`); this file keeps what holds for every key type: the envelope, SoftHSM's
 //! padding after it, and the errors. It checks nothing about the key itself: the object made
 //! from it goes through the same consistency checks as `C_CreateObject`
 //! (`object::derive_key_attributes`).
@@ -37,7 +37,7 @@ pub fn decode(der: &[u8]) -> Result<PrivateKeyMaterial> {
     }
     let der = &der[..der.len() - rest.len()];
     for model in key_models() {
-        if let Some(attrs) = model.from_pkcs8(der) {
+        if let Some(attrs) = model.read_pkcs8(der) {
             return Ok(PrivateKeyMaterial {
                 key_type: model.key_type(),
                 attrs: attrs?,

@@ -63,7 +63,7 @@ fn not_wrappable(why: &str) -> Error {
 }
 
 /// The curve and private value of a PKCS#8 key of key type `kt`'s curves.
-fn read_pkcs8(kt: CK_KEY_TYPE, der: &[u8]) -> Option<(Curve, Zeroizing<Vec<u8>>)> {
+fn decode_pkcs8(kt: CK_KEY_TYPE, der: &[u8]) -> Option<(Curve, Zeroizing<Vec<u8>>)> {
     let value = |v: &[u8]| Zeroizing::new(v.to_vec());
     if kt == CKK_EC_EDWARDS {
         if let Ok(k) = ed25519_dalek::SigningKey::from_pkcs8_der(der) {
@@ -215,8 +215,8 @@ impl KeyModel for EcKeys {
         Ok(Zeroizing::new(doc.as_bytes().to_vec()))
     }
 
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Result<Material>> {
-        let (curve, value) = read_pkcs8(self.0, der)?;
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Result<Material>> {
+        let (curve, value) = decode_pkcs8(self.0, der)?;
         Some(Ok(vec![
             (CKA_EC_PARAMS, Zeroizing::new(curve.oid_der().to_vec())),
             (CKA_VALUE, value),

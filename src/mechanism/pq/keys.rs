@@ -133,7 +133,7 @@ impl KeyModel for Pq {
             .to_pkcs8()
     }
 
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Result<Material>> {
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Result<Material>> {
         let k = self.0.read_pkcs8(der)?;
         let mut attrs = vec![(
             CKA_PARAMETER_SET,

@@ -240,7 +240,7 @@ impl KeyModel for RsaKeys {
 
     /// The `RSAPrivateKey` fields as given, CRT parts included, so that the object's
     /// consistency check sees exactly what arrived.
-    fn from_pkcs8(&self, der: &[u8]) -> Option<Result<Material>> {
+    fn read_pkcs8(&self, der: &[u8]) -> Option<Result<Material>> {
         let info = PrivateKeyInfoRef::from_der(der).ok()?;
         if info.algorithm.oid != pkcs1::ALGORITHM_OID {
             return None;

@@ -3,6 +3,8 @@
 // Rooms without unsafe code say so, so that none creeps in: unsafe belongs to `ffi` (C
 // pointers), `engine` (SIMD intrinsics), `fork` (pthread_atfork), `logging` (syslog) and `cli`
 // (the vendor function that initialises a token with its user PIN, called through its pointer).
+#[forbid(unsafe_code)]
+pub mod attributes;
 #[cfg(feature = "cli")]
 pub mod cli;
 #[forbid(unsafe_code)]

@@ -4,7 +4,7 @@
 //! points); the parameter as the C boundary hands it over (`ParamShape`, `Param`, `Pointed`:
 //! plain Rust values, read by `ffi` without knowing what any mechanism means); and what the
 //! token and a family exchange (`Key`, the running `Signer`/`Verifier`/`Crypter`, `Derived`,
-//! `Generates`).
+//! `Generates`). The key objects a family owns sit behind the seam beside it, `KeyModel`.
 
 use super::HashAlg;
 use crate::error::{fail, Error, Result};
@@ -114,8 +114,17 @@ pub trait Family: Sync {
     fn generates(&self, _m: &Mechanism) -> Option<Generates> {
         None
     }
-    /// A post-quantum family's own seam (`pq::Family`: its keys, generation, PKCS#8), through
-    /// which the token's key model reaches it; `None` for every other family.
+    /// The model of the key objects the family owns (`key_model::KeyModel`), `None` for a
+    /// family that takes the keys of another or secret keys only.
+    fn key_model(&self) -> Option<&dyn super::KeyModel> {
+        None
+    }
+    /// The secret key types the family owns (`key_model::SecretKeyType`).
+    fn secret_key_types(&self) -> &'static [super::key_model::SecretKeyType] {
+        &[]
+    }
+    /// A post-quantum family's own seam (`pq::Family`: its mechanisms, keys, generation,
+    /// PKCS#8), through which `pq::families` finds it; `None` for every other family.
     fn post_quantum(&self) -> Option<&'static dyn super::pq::Family> {
         None
     }
@@ -246,8 +255,8 @@ pub enum Op {
     Derive,
 }
 
-/// A key as the token's key model hands it to a family: a secret key's `CKA_VALUE`, or a
-/// private or public key in the usable form the family's key model made once per object (an
+/// A key as the token hands it to a family: a secret key's `CKA_VALUE`, or a private or
+/// public key in the usable form its key type's model (`KeyModel`) made once per object (an
 /// RSA `PreparedKey`, an `ec::PrivateKey`, a post-quantum `Arc<dyn pq::PrivateKey>`, ...),
 /// which the family takes back with `private`/`public`.
 pub enum Key {

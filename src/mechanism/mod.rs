@@ -12,6 +12,7 @@ pub mod ec;
 pub mod ec_params;
 pub mod family;
 pub mod hash;
+pub mod key_model;
 pub mod mac;
 pub mod message;
 pub mod ml_dsa;
@@ -27,9 +28,10 @@ pub use family::{
     Signer, Verifier,
 };
 pub use hash::{HashAlg, Hasher};
+pub use key_model::{key_model, key_models, secret_key_type, KeyModel, SecretKeyType};
 
 /// The families compiled in, in `C_GetMechanismList` order. A new family is one folder and
-/// one line here.
+/// one line here; the key types it owns come with it (`Family::key_model`).
 pub static REGISTRY: &[&dyn Family] = &[
     &rsa::Rsa,
     &digest::Digest,

@@ -1,7 +1,7 @@
 //! PKCS#11 semantics without C pointers: slots and tokens, sessions and login state, the
 //! object model and its attribute policy, and the operations sessions run.
 
-pub mod attributes;
+pub use crate::attributes;
 mod crypto;
 mod handles;
 mod info;

@@ -3,14 +3,13 @@
 
 use super::attributes::{Attributes, Template};
 use super::library::Library;
-use super::object::{derive_key_attributes, ec_curve, Object};
+use super::object::{derive_key_attributes, Object};
 use super::operation::FindOp;
 use super::policy::{self, Change, Origin};
 use super::session::Session;
 use super::slot::LoginState;
-use crate::engine;
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::{ec, pq, Generates, Mechanism};
+use crate::mechanism::{key_model, secret_key_type, Generates, Mechanism};
 use cryptoki_sys::*;
 use std::sync::Arc;
 
@@ -189,6 +188,10 @@ impl Library {
             .ok_or(Error(CKR_OPERATION_NOT_INITIALIZED))
     }
 
+    /// `C_GenerateKeyPair`: the family says which key type its mechanism makes, and that
+    /// type's model reads the templates' parameters and makes the pair
+    /// (`KeyModel::check_generation`, `generate`); both templates pass the policy before the
+    /// key is made, and the pair is stored whole or not at all.
     pub fn generate_key_pair(
         &self,
         h: CK_SESSION_HANDLE,
@@ -196,176 +199,22 @@ impl Library {
         public: Template,
         private: Template,
     ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
-        // The key model of each key type (its templates and attributes) is the token's; the
-        // family says which key type its mechanism makes.
-        match mech.family().generates(mech) {
-            Some(Generates::KeyPair(kt @ (CKK_EC | CKK_EC_EDWARDS))) => {
-                return self.generate_ec_key_pair(h, mech, kt, public, private)
-            }
-            Some(Generates::KeyPair(CKK_RSA)) => {}
-            Some(Generates::KeyPair(kt)) => return self.generate_pq_key_pair(h, kt, public, private),
+        let model = match mech.family().generates(mech) {
+            Some(Generates::KeyPair(kt)) => key_model(kt).ok_or(Error(CKR_MECHANISM_INVALID))?,
             _ => return fail(CKR_MECHANISM_INVALID),
-        }
+        };
         let session = self.session(h)?;
         let s = session.lock();
-        let mut public = with_class(public, CKO_PUBLIC_KEY, CKK_RSA)?;
-        let mut private = with_class(private, CKO_PRIVATE_KEY, CKK_RSA)?;
-        let bits = match public.ulong(CKA_MODULUS_BITS) {
-            Some(b) => b as usize,
-            None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_MODULUS_BITS is required"),
-        };
-        let (min, max) = engine::keygen_limits();
-        if bits < min || bits > max || bits % 8 != 0 {
-            return fail_because(
-                CKR_KEY_SIZE_RANGE,
-                format!("RSA keys are {min} to {max} bits in steps of 8, not {bits}"),
-            );
-        }
-        let e = public
-            .get(CKA_PUBLIC_EXPONENT)
-            .map(|e| e.to_vec())
-            .unwrap_or(vec![1, 0, 1]);
-        for t in [CKA_MODULUS, CKA_PRIVATE_EXPONENT, CKA_PRIME_1] {
-            if public.contains(t) || private.contains(t) {
-                return fail_because(
-                    CKR_TEMPLATE_INCONSISTENT,
-                    "key material cannot be given to C_GenerateKeyPair",
-                );
-            }
-        }
-        // Check both templates before spending seconds on the key: a pair is made whole or
-        // not at all.
-        let origin = Origin::Generated(CKM_RSA_PKCS_KEY_PAIR_GEN);
-        let so = s.token.login_state() == LoginState::So;
-        for (t, class) in [(&public, CKO_PUBLIC_KEY), (&private, CKO_PRIVATE_KEY)] {
-            Self::check_write(&s, &policy::preview_new(t, class, so)?)?;
-        }
-        let c = engine::generate(bits, &e).map_err(|err| {
-            log::info!("RSA key generation refused: {err}");
-            Error(CKR_TEMPLATE_INCONSISTENT)
-        })?;
-        public.set(CKA_MODULUS, c.modulus.clone());
-        public.set(CKA_PUBLIC_EXPONENT, c.public_exponent.clone());
-        public.set_ulong(CKA_MODULUS_BITS, bits as CK_ULONG);
-        private.set(CKA_MODULUS, c.modulus.clone());
-        private.set(CKA_PUBLIC_EXPONENT, c.public_exponent.clone());
-        private.set(CKA_PRIVATE_EXPONENT, c.private_exponent.to_vec());
-        private.set(CKA_PRIME_1, c.prime_1.to_vec());
-        private.set(CKA_PRIME_2, c.prime_2.to_vec());
-        private.set(CKA_EXPONENT_1, c.exponent_1.to_vec());
-        private.set(CKA_EXPONENT_2, c.exponent_2.to_vec());
-        private.set(CKA_COEFFICIENT, c.coefficient.to_vec());
-        let mut public = policy::complete_new(public, origin, so)?;
-        let mut private = policy::complete_new(private, origin, so)?;
-        derive_key_attributes(&mut public)?;
-        derive_key_attributes(&mut private)?;
-        let handles = self.add_objects(&s, vec![public, private])?;
-        Ok((handles[0], handles[1]))
-    }
-
-    /// `CKM_EC_KEY_PAIR_GEN` and `CKM_EC_EDWARDS_KEY_PAIR_GEN`: the curve from the public
-    /// template's `CKA_EC_PARAMS` (the private template's when only it has one).
-    fn generate_ec_key_pair(
-        &self,
-        h: CK_SESSION_HANDLE,
-        mech: &Mechanism,
-        key_type: CK_KEY_TYPE,
-        public: Template,
-        private: Template,
-    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
-        let session = self.session(h)?;
-        let s = session.lock();
-        let mut public = with_class(public, CKO_PUBLIC_KEY, key_type)?;
-        let mut private = with_class(private, CKO_PRIVATE_KEY, key_type)?;
-        for t in [CKA_EC_POINT, CKA_VALUE] {
-            if public.contains(t) || private.contains(t) {
-                return fail_because(
-                    CKR_TEMPLATE_INCONSISTENT,
-                    "key material cannot be given to C_GenerateKeyPair",
-                );
-            }
-        }
-        let params = match (public.get(CKA_EC_PARAMS), private.get(CKA_EC_PARAMS)) {
-            (Some(p), Some(q)) if p != q => {
-                return fail_because(
-                    CKR_TEMPLATE_INCONSISTENT,
-                    "the two templates name different curves in CKA_EC_PARAMS",
-                )
-            }
-            (Some(p), _) | (None, Some(p)) => p.to_vec(),
-            (None, None) => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_EC_PARAMS is required"),
-        };
-        public.set(CKA_EC_PARAMS, params.clone());
-        private.set(CKA_EC_PARAMS, params);
-        let curve = ec_curve(&public)?;
+        let mut public = with_class(public, CKO_PUBLIC_KEY, model.key_type())?;
+        let mut private = with_class(private, CKO_PRIVATE_KEY, model.key_type())?;
+        model.check_generation(&mut public, &mut private)?;
+        // Both templates are checked before seconds are spent on the key.
         let origin = Origin::Generated(mech.mechanism_type());
         let so = s.token.login_state() == LoginState::So;
         for (t, class) in [(&public, CKO_PUBLIC_KEY), (&private, CKO_PRIVATE_KEY)] {
             Self::check_write(&s, &policy::preview_new(t, class, so)?)?;
         }
-        // `generate` runs the pairwise consistency test before the key is seen here.
-        let key = ec::PrivateKey::generate(curve)?;
-        private.set_zeroizing(CKA_VALUE, key.value());
-        public.set(CKA_EC_POINT, key.public().point());
-        let mut public = policy::complete_new(public, origin, so)?;
-        let mut private = policy::complete_new(private, origin, so)?;
-        derive_key_attributes(&mut public)?;
-        derive_key_attributes(&mut private)?;
-        let handles = self.add_objects(&s, vec![public, private])?;
-        Ok((handles[0], handles[1]))
-    }
-
-    /// `CKM_ML_DSA_KEY_PAIR_GEN` and `CKM_SLH_DSA_KEY_PAIR_GEN`: the parameter set from the
-    /// public template's `CKA_PARAMETER_SET` (PKCS#11 3.2; the private template's when only it
-    /// has one); the private key gets it, its `CKA_VALUE` and, for ML-DSA, its `CKA_SEED`.
-    fn generate_pq_key_pair(
-        &self,
-        h: CK_SESSION_HANDLE,
-        key_type: CK_KEY_TYPE,
-        public: Template,
-        private: Template,
-    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
-        let Some(family) = pq::family(key_type) else {
-            return fail(CKR_MECHANISM_INVALID);
-        };
-        let session = self.session(h)?;
-        let s = session.lock();
-        let mut public = with_class(public, CKO_PUBLIC_KEY, key_type)?;
-        let mut private = with_class(private, CKO_PRIVATE_KEY, key_type)?;
-        for t in [CKA_VALUE, CKA_SEED] {
-            if public.contains(t) || private.contains(t) {
-                return fail_because(
-                    CKR_TEMPLATE_INCONSISTENT,
-                    "key material cannot be given to C_GenerateKeyPair",
-                );
-            }
-        }
-        let set = match (public.ulong(CKA_PARAMETER_SET), private.ulong(CKA_PARAMETER_SET)) {
-            (Some(p), Some(q)) if p != q => {
-                return fail_because(
-                    CKR_TEMPLATE_INCONSISTENT,
-                    "the two templates name different parameter sets",
-                )
-            }
-            (Some(p), _) | (None, Some(p)) => p,
-            (None, None) => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_PARAMETER_SET is required"),
-        };
-        let origin = Origin::Generated(family.key_pair_gen());
-        let so = s.token.login_state() == LoginState::So;
-        for (t, class) in [(&public, CKO_PUBLIC_KEY), (&private, CKO_PRIVATE_KEY)] {
-            Self::check_write(&s, &policy::preview_new(t, class, so)?)?;
-        }
-        let key = family.generate(set)?;
-        // Pairwise consistency test (FIPS 140-3 IG 10.3.A): a signature of the new key must
-        // verify with its public half before the pair is stored.
-        let params = pq::SignParams::default();
-        pq::sign(key.as_ref(), None, &params, b"ferrohsm pairwise consistency test")?;
-        public.set_ulong(CKA_PARAMETER_SET, set);
-        private.set_ulong(CKA_PARAMETER_SET, set);
-        public.set(CKA_VALUE, key.public().value());
-        for (t, v) in key.material() {
-            private.set_zeroizing(t, v);
-        }
+        model.generate(&mut public, &mut private)?;
         let mut public = policy::complete_new(public, origin, so)?;
         let mut private = policy::complete_new(private, origin, so)?;
         derive_key_attributes(&mut public)?;
@@ -380,13 +229,13 @@ impl Library {
         mech: &Mechanism,
         template: Template,
     ) -> Result<CK_OBJECT_HANDLE> {
-        let key_type = match mech.family().generates(mech) {
-            Some(Generates::SecretKey(kt)) => kt,
+        let described = match mech.family().generates(mech) {
+            Some(Generates::SecretKey(kt)) => secret_key_type(kt).ok_or(Error(CKR_MECHANISM_INVALID))?,
             _ => return fail(CKR_MECHANISM_INVALID),
         };
         let session = self.session(h)?;
         let s = session.lock();
-        let mut t = with_class(template, CKO_SECRET_KEY, key_type)?;
+        let mut t = with_class(template, CKO_SECRET_KEY, described.key_type)?;
         let so = s.token.login_state() == LoginState::So;
         Self::check_write(&s, &policy::preview_new(&t, CKO_SECRET_KEY, so)?)?;
         let len = match t.remove(CKA_VALUE_LEN) {
@@ -396,16 +245,7 @@ impl Library {
             Some(_) => return fail(CKR_ATTRIBUTE_VALUE_INVALID),
             None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_VALUE_LEN is required"),
         };
-        let ok = match key_type {
-            CKK_AES => [16, 24, 32].contains(&len),
-            _ => (1..=512).contains(&len),
-        };
-        if !ok {
-            return fail_because(
-                CKR_KEY_SIZE_RANGE,
-                format!("a key of {len} bytes is not supported"),
-            );
-        }
+        described.check_generated_len(len)?;
         if t.contains(CKA_VALUE) {
             return fail(CKR_TEMPLATE_INCONSISTENT);
         }

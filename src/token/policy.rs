@@ -4,7 +4,10 @@
 //! rest of a copy), what every stored object satisfies (`check_invariants`), what wrapping,
 //! unwrapping and deriving keys allow (`check_wrap`, `unwrap_template`, `derive_template`), and
 //! what a search may compare (`search_matches`). Template values arrive already shape-checked
-//! (`Template::parse`).
+//! (`Template::parse`). An asymmetric key's own attributes (its key material, which of it is
+//! required and which secret) come from its key type's model (`mechanism::KeyModel`), a
+//! secret key's lengths from its type's description (`mechanism::SecretKeyType`); every rule
+//! here applies to them whatever the type.
 //!
 //! The trusted-key rules close the key-separation attacks on `CKA_WRAP_WITH_TRUSTED` keys: a
 //! trusted secret key can wrap them, so it may never decrypt (`check_invariants`), never stop
@@ -14,6 +17,7 @@
 
 use super::attributes::{ulong_bytes, Attributes, Template};
 use crate::error::{fail_because, Result};
+use crate::mechanism::{key_model, key_models, secret_key_type};
 use cryptoki_sys::*;
 
 /// How an object came to exist; decides `CKA_LOCAL`, `CKA_ALWAYS_SENSITIVE`, ... .
@@ -62,15 +66,6 @@ const PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_WRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
 ];
-const RSA_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_MODULUS, CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT];
-/// `CKA_EC_POINT` on a private key is this token's addition: applications (OpenSSL's
-/// provider among them) read the public point from the private key when they hold only it.
-const EC_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT];
-const EC_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT, CKA_VALUE];
-/// ML-DSA and SLH-DSA keys (PKCS#11 3.2): the parameter set and the encoded key; an ML-DSA
-/// private key also has its seed.
-const PQ_PUBLIC: &[CK_ATTRIBUTE_TYPE] = &[CKA_PARAMETER_SET, CKA_VALUE];
-const PQ_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_PARAMETER_SET, CKA_SEED, CKA_VALUE];
 const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_SUBJECT,
     CKA_SENSITIVE,
@@ -85,17 +80,6 @@ const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_ALWAYS_AUTHENTICATE,
     CKA_UNWRAP_TEMPLATE,
     CKA_PUBLIC_KEY_INFO,
-];
-/// In `RSAPrivateKey` field order: PKCS#8 unwrapping (`pkcs8.rs`) pairs them with its fields.
-pub(super) const RSA_PRIVATE: [CK_ATTRIBUTE_TYPE; 8] = [
-    CKA_MODULUS,
-    CKA_PUBLIC_EXPONENT,
-    CKA_PRIVATE_EXPONENT,
-    CKA_PRIME_1,
-    CKA_PRIME_2,
-    CKA_EXPONENT_1,
-    CKA_EXPONENT_2,
-    CKA_COEFFICIENT,
 ];
 const SECRET: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_SENSITIVE,
@@ -137,22 +121,10 @@ const CERTIFICATE: &[CK_ATTRIBUTE_TYPE] = &[
 ];
 const DATA: &[CK_ATTRIBUTE_TYPE] = &[CKA_APPLICATION, CKA_OBJECT_ID, CKA_VALUE];
 
-/// The key-material attributes of an asymmetric key of this class and type.
+/// The key-material attributes of an asymmetric key of this class and type, as its model
+/// says.
 fn key_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'static [CK_ATTRIBUTE_TYPE] {
-    match (class, key_type) {
-        (CKO_PUBLIC_KEY, Some(CKK_RSA)) => RSA_PUBLIC,
-        (CKO_PRIVATE_KEY, Some(CKK_RSA)) => &RSA_PRIVATE,
-        (CKO_PUBLIC_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PUBLIC,
-        (CKO_PRIVATE_KEY, Some(CKK_EC | CKK_EC_EDWARDS)) => EC_PRIVATE,
-        (CKO_PUBLIC_KEY, Some(k)) if is_pq(k) => PQ_PUBLIC,
-        (CKO_PRIVATE_KEY, Some(k)) if is_pq(k) => PQ_PRIVATE,
-        _ => &[],
-    }
-}
-
-/// Whether `k` is the key type of a post-quantum signature family.
-fn is_pq(k: CK_KEY_TYPE) -> bool {
-    crate::mechanism::pq::family(k).is_some()
+    key_type.and_then(key_model).map_or(&[], |m| m.attributes(class))
 }
 
 /// Attributes an object of this class (and key type) may carry (vendor-defined ones are
@@ -178,19 +150,11 @@ pub fn valid_for(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
 /// Whether `t` of this object may not be revealed (`CKR_ATTRIBUTE_SENSITIVE`).
 pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
     let secret_part = match attrs.class() {
-        // CKA_VALUE is an EC private key's scalar or a post-quantum private key; CKA_SEED an
-        // ML-DSA private key's seed.
-        Some(CKO_PRIVATE_KEY) => matches!(
-            t,
-            CKA_PRIVATE_EXPONENT
-                | CKA_PRIME_1
-                | CKA_PRIME_2
-                | CKA_EXPONENT_1
-                | CKA_EXPONENT_2
-                | CKA_COEFFICIENT
-                | CKA_VALUE
-                | CKA_SEED
-        ),
+        // What any key model holds secret in a private key (an RSA key's primes and private
+        // exponent, an EC scalar, a post-quantum key and its seed), on every private key
+        // whatever its type: a secret attribute is never revealed because the object's own
+        // model did not expect it.
+        Some(CKO_PRIVATE_KEY) => key_models().any(|m| m.secret().contains(&t)),
         Some(CKO_SECRET_KEY) => t == CKA_VALUE,
         _ => false,
     };
@@ -343,10 +307,8 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
     };
     let key_type = a.key_type();
     match (class, key_type) {
-        (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(CKK_RSA | CKK_EC | CKK_EC_EDWARDS)) => {}
-        (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(k)) if is_pq(k) => {}
-        (CKO_SECRET_KEY, Some(CKK_AES | CKK_GENERIC_SECRET)) => {}
-        (CKO_SECRET_KEY, Some(k)) if crate::mechanism::mac::HMAC_KEY_TYPES.contains(&k) => {}
+        (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY, Some(k)) if key_model(k).is_some() => {}
+        (CKO_SECRET_KEY, Some(k)) if secret_key_type(k).is_some() => {}
         (CKO_PUBLIC_KEY | CKO_PRIVATE_KEY | CKO_SECRET_KEY, None) => {
             return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_KEY_TYPE is missing")
         }
@@ -385,9 +347,10 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
         a.set_bool(CKA_LOCAL, local);
         a.set_ulong(CKA_KEY_GEN_MECHANISM, mech);
     }
-    if matches!(key_type, Some(CKK_EC | CKK_EC_EDWARDS)) || key_type.is_some_and(is_pq) {
-        // EC and post-quantum signature keys sign and verify only: the flags of what they cannot do default to false,
-        // so an application choosing a key by CKA_DECRYPT or CKA_WRAP does not pick one.
+    if key_type.and_then(key_model).is_some_and(|m| m.signs_only()) {
+        // Keys that sign and verify only (EC, post-quantum): the flags of what they cannot do
+        // default to false, so an application choosing a key by CKA_DECRYPT or CKA_WRAP does
+        // not pick one.
         for t in [
             CKA_ENCRYPT,
             CKA_DECRYPT,
@@ -487,18 +450,10 @@ pub fn complete_new(mut a: Attributes, origin: Origin, so_logged_in: bool) -> Re
     Ok(a)
 }
 
-/// The key material a new asymmetric key must be given (or generated with).
+/// The key material a new asymmetric key must be given (or generated with), as its model
+/// says; the rest of what the key needs is checked when it is read (`KeyModel::complete`).
 fn required_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'static [CK_ATTRIBUTE_TYPE] {
-    match (class, key_type) {
-        (CKO_PUBLIC_KEY, Some(CKK_RSA)) => &[CKA_MODULUS, CKA_PUBLIC_EXPONENT],
-        (CKO_PRIVATE_KEY, Some(CKK_RSA)) => &[CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT],
-        // A private key's CKA_SEED or CKA_VALUE, as its family needs, is checked when the key
-        // is read (`object::derive_key_attributes`).
-        (CKO_PUBLIC_KEY, Some(k)) if is_pq(k) => &[CKA_PARAMETER_SET, CKA_VALUE],
-        (CKO_PRIVATE_KEY, Some(k)) if is_pq(k) => &[CKA_PARAMETER_SET],
-        (CKO_PUBLIC_KEY, _) => &[CKA_EC_PARAMS, CKA_EC_POINT],
-        _ => &[CKA_EC_PARAMS, CKA_VALUE],
-    }
+    key_type.and_then(key_model).map_or(&[], |m| m.required(class))
 }
 
 fn require(a: &Attributes, needed: &[CK_ATTRIBUTE_TYPE]) -> Result<()> {

@@ -9,7 +9,6 @@ use ferrohsm::cli::pin;
 use ferrohsm::engine::{PreparedKey, PublicKey};
 use ferrohsm::mechanism::{rsa as rsa_mech, HashAlg};
 use ferrohsm::token::attributes::Attributes;
-use ferrohsm::token::object::rsa_components;
 use ferrohsm::token::policy;
 use secrecy::ExposeSecret;
 use softhsm_compat::{SoftHsmConf, SoftObject, SoftToken, Value};
@@ -98,7 +97,8 @@ fn convert(obj: &SoftObject, dropped: &mut Vec<String>) -> Attributes {
 /// Signs with the migrated private key and verifies with the token's public key object of
 /// the same id (or the key's own public half when the token has none).
 fn check_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<(), String> {
-    let key = PreparedKey::new(&rsa_components(private)).map_err(|e| format!("private key unusable: {e}"))?;
+    let key = PreparedKey::new(&rsa_mech::keys::components(private))
+        .map_err(|e| format!("private key unusable: {e}"))?;
     let id = private.get(CKA_ID).unwrap_or(&[]);
     let public = all
         .iter()
@@ -120,7 +120,7 @@ fn check_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<()
 /// of the token's public key object of the same id (or the key's own point).
 fn check_ec_key(private: &Attributes, all: &[Attributes]) -> std::result::Result<(), String> {
     use ferrohsm::mechanism::{ec, ec_params};
-    let curve = ferrohsm::token::object::ec_curve(private).map_err(|e| format!("curve: {e}"))?;
+    let curve = ec::model::curve_of(private).map_err(|e| format!("curve: {e}"))?;
     let key = ec::PrivateKey::from_value(curve, private.get(CKA_VALUE).unwrap_or(&[]))
         .map_err(|e| format!("private key unusable: {e}"))?;
     let id = private.get(CKA_ID).unwrap_or(&[]);

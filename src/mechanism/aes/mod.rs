@@ -10,7 +10,7 @@ pub mod wrap;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::{
     info, params_of, AesMode, Crypter, Derived, Family, Generates, Key, Mechanism, Op, Param, ParamShape,
-    Params,
+    Params, SecretKeyType,
 };
 use cryptoki_sys::*;
 use modes::AesCrypt;
@@ -41,6 +41,25 @@ pub enum AesMechanism {
 /// AES keys are 16, 24 or 32 bytes (`C_GetMechanismInfo` counts AES keys in bytes).
 const KEY_MIN: CK_ULONG = 16;
 const KEY_MAX: CK_ULONG = 32;
+
+/// AES keys, and the generic secrets `CKM_GENERIC_SECRET_KEY_GEN` makes (1 to 512 bytes,
+/// listed as 8 to 4096 bits; any non-empty value when created or derived).
+static SECRET_KEY_TYPES: [SecretKeyType; 2] = [
+    SecretKeyType {
+        key_type: CKK_AES,
+        name: "AES",
+        lengths: &[16, 24, 32],
+        max_generated: KEY_MAX as usize,
+        check_value: Some(wrap::check_value),
+    },
+    SecretKeyType {
+        key_type: CKK_GENERIC_SECRET,
+        name: "generic secret",
+        lengths: &[],
+        max_generated: 512,
+        check_value: None,
+    },
+];
 
 impl Family for Aes {
     fn name(&self) -> &'static str {
@@ -218,6 +237,10 @@ impl Family for Aes {
             AesMechanism::GenericSecretKeyGen => Some(Generates::SecretKey(CKK_GENERIC_SECRET)),
             _ => None,
         }
+    }
+
+    fn secret_key_types(&self) -> &'static [SecretKeyType] {
+        &SECRET_KEY_TYPES
     }
 }
 

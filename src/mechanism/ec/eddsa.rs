@@ -116,4 +116,8 @@ impl Family for EdDsa {
     fn generates(&self, m: &Mechanism) -> Option<Generates> {
         matches!(m.params(), Some(EdDsaMechanism::KeyPairGen)).then_some(Generates::KeyPair(CKK_EC_EDWARDS))
     }
+
+    fn key_model(&self) -> Option<&dyn crate::mechanism::KeyModel> {
+        Some(&super::model::EDWARDS_KEYS)
+    }
 }

@@ -2,13 +2,14 @@
 //! `CKM_ECDSA_SHAx`) and `CKM_ECDH1_DERIVE` on P-256, P-384 and P-521; `EdDsa` (`eddsa.rs`):
 //! `CKM_EDDSA` on Ed25519 (`ed25519.rs`) and Ed448 (`ed448.rs`). Both take keys of one key model
 //! (`key.rs`: the keys, their checks, the signatures made with them and the check before
-//! release), hence one folder. The arithmetic with private keys is engine code (`ec_sign`,
+//! release; `model.rs`: their key objects, `CKK_EC` and `CKK_EC_EDWARDS`), hence one folder. The arithmetic with private keys is engine code (`ec_sign`,
 //! `ec_check`).
 
 pub mod ed25519;
 pub mod ed448;
 pub mod eddsa;
 mod key;
+pub mod model;
 mod ops;
 
 pub use eddsa::{EdDsa, ED25519_BITS, ED448_BITS};
@@ -151,6 +152,10 @@ impl Family for Ec {
 
     fn generates(&self, m: &Mechanism) -> Option<Generates> {
         matches!(m.params(), Some(EcMechanism::KeyPairGen)).then_some(Generates::KeyPair(CKK_EC))
+    }
+
+    fn key_model(&self) -> Option<&dyn crate::mechanism::KeyModel> {
+        Some(&model::EC_KEYS)
     }
 }
 

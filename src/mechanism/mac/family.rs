@@ -1,10 +1,10 @@
 //! What the MAC family offers (key sizes in bytes, SoftHSM's and NSS's unit for these
 //! mechanisms) and its one parameter, `CK_MAC_GENERAL_PARAMS`.
 
-use super::{mac_mechanism, mechanism_types, Mac, MacMechanism};
+use super::{mac_mechanism, mechanism_types, Mac, MacMechanism, HMAC_KEY_TYPES};
 use crate::error::{fail_because, Result};
 use crate::mechanism::{
-    info, params_of, Family, Key, Mechanism, Op, Param, ParamShape, Params, Signer, Verifier,
+    info, params_of, Family, Key, Mechanism, Op, Param, ParamShape, Params, SecretKeyType, Signer, Verifier,
 };
 use cryptoki_sys::*;
 use std::sync::Arc;
@@ -56,6 +56,10 @@ impl Family for Macs {
 
     fn accepts_key_type(&self, m: &Mechanism, kt: CK_KEY_TYPE) -> bool {
         params_of::<MacMechanism>(m).is_ok_and(|mac| mac.alg.accepts_key_type(kt))
+    }
+
+    fn secret_key_types(&self) -> &'static [SecretKeyType] {
+        &HMAC_KEY_TYPES
     }
 
     fn key_class(&self, _: &Mechanism, op: Op) -> Option<CK_OBJECT_CLASS> {

@@ -17,7 +17,7 @@ mod family;
 
 pub use family::Macs;
 
-use super::HashAlg;
+use super::{HashAlg, SecretKeyType};
 use crate::error::{fail_because, Result};
 use cryptoki_sys::*;
 use hmac::{KeyInit, Mac as _};
@@ -75,14 +75,25 @@ const HMACS: &[(CK_MECHANISM_TYPE, CK_MECHANISM_TYPE, HashAlg, CK_KEY_TYPE)] = &
     ),
 ];
 
-/// The key types of the HMAC mechanisms, which secret key objects may have.
-pub const HMAC_KEY_TYPES: &[CK_KEY_TYPE] = &[
-    CKK_SHA_1_HMAC,
-    CKK_SHA224_HMAC,
-    CKK_SHA256_HMAC,
-    CKK_SHA384_HMAC,
-    CKK_SHA512_HMAC,
+/// The hashes' own HMAC key types (`CKK_SHA*_HMAC`, which SoftHSM accepts beside
+/// `CKK_GENERIC_SECRET`): any non-empty value; no mechanism generates them.
+pub static HMAC_KEY_TYPES: [SecretKeyType; 5] = [
+    hmac_key_type(CKK_SHA_1_HMAC, "SHA-1 HMAC"),
+    hmac_key_type(CKK_SHA224_HMAC, "SHA-224 HMAC"),
+    hmac_key_type(CKK_SHA256_HMAC, "SHA-256 HMAC"),
+    hmac_key_type(CKK_SHA384_HMAC, "SHA-384 HMAC"),
+    hmac_key_type(CKK_SHA512_HMAC, "SHA-512 HMAC"),
 ];
+
+const fn hmac_key_type(key_type: CK_KEY_TYPE, name: &'static str) -> SecretKeyType {
+    SecretKeyType {
+        key_type,
+        name,
+        lengths: &[],
+        max_generated: HMAC_MAX_KEY,
+        check_value: None,
+    }
+}
 
 /// Key sizes of the HMAC mechanisms in `C_GetMechanismInfo`, in bytes as SoftHSM counts them:
 /// any non-empty key (RFC 2104 hashes one longer than the block) up to the longest

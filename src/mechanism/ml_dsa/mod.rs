@@ -65,6 +65,11 @@ impl Family for MlDsa {
         (1312, 2592)
     }
 
+    /// The seed ξ beside the expanded key.
+    fn private_attributes(&self) -> &'static [CK_ATTRIBUTE_TYPE] {
+        &[CKA_PARAMETER_SET, CKA_SEED, CKA_VALUE]
+    }
+
     fn generate(&self, set: CK_ULONG) -> Result<Box<dyn PrivateKey>> {
         let mut seed = Zeroizing::new([0u8; SEED_LEN]);
         getrandom::fill(&mut seed[..]).map_err(|_| Error(CKR_FUNCTION_FAILED))?;

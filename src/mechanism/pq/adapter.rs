@@ -129,6 +129,10 @@ impl mechanism::Family for Pq {
         matches!(m.params(), Some(PqMechanism::KeyPairGen)).then_some(Generates::KeyPair(self.0.key_type()))
     }
 
+    fn key_model(&self) -> Option<&dyn mechanism::KeyModel> {
+        Some(self)
+    }
+
     fn post_quantum(&self) -> Option<&'static dyn Family> {
         Some(self.0)
     }

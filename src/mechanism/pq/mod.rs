@@ -1,11 +1,13 @@
 //! What the post-quantum signature families (FIPS 204 ML-DSA, FIPS 205 SLH-DSA) share. A
 //! family is a folder that implements `Family` here and one line `Pq(&...)` in
-//! `mechanism::REGISTRY`; everything around it (mechanism list, parameter parsing, key objects,
-//! generation, PKCS#8 wrapping, sign and verify operations) goes through this file. What the families share lives here too: the
+//! `mechanism::REGISTRY`; everything around it (mechanism list, parameter parsing and running
+//! operations in `adapter.rs`; key objects, generation and PKCS#8 wrapping, the family's
+//! `KeyModel`, in `keys.rs`) goes through this folder. What the families share lives here too: the
 //! `CK_SIGN_ADDITIONAL_CONTEXT` choices, the message framing M' of FIPS 204 §5.2/§5.4 and FIPS
 //! 205 §10.2/§10.3 (pure and pre-hash), and the check before release.
 
 mod adapter;
+mod keys;
 
 pub use adapter::Pq;
 
@@ -32,6 +34,10 @@ pub trait Family: Sync {
     fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, HashAlg)];
     /// Smallest and largest public key in bytes (`C_GetMechanismInfo`'s unit for these keys).
     fn key_sizes(&self) -> (CK_ULONG, CK_ULONG);
+    /// The key-material attributes of its private key objects: `CKA_PARAMETER_SET`,
+    /// `CKA_VALUE`, and `CKA_SEED` where PKCS#11 3.2 gives the family one. (Public key
+    /// objects have `CKA_PARAMETER_SET` and `CKA_VALUE` in every family.)
+    fn private_attributes(&self) -> &'static [CK_ATTRIBUTE_TYPE];
     /// A new key of parameter set `set`.
     fn generate(&self, set: CK_ULONG) -> Result<Box<dyn PrivateKey>>;
     /// The private key of an object's `CKA_PARAMETER_SET`, `CKA_SEED` and `CKA_VALUE`.

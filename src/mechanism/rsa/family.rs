@@ -202,6 +202,10 @@ impl Family for Rsa {
     fn generates(&self, m: &Mechanism) -> Option<Generates> {
         matches!(m.params(), Some(Scheme::KeyPairGen)).then_some(Generates::KeyPair(CKK_RSA))
     }
+
+    fn key_model(&self) -> Option<&dyn crate::mechanism::KeyModel> {
+        Some(&super::keys::RsaKeys)
+    }
 }
 
 fn oaep(param: Param<'_>) -> Result<Scheme> {

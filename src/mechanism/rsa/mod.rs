@@ -1,8 +1,10 @@
 //! The RSA family: PKCS#1 v1.5, PSS, raw X.509 and OAEP signature and encryption schemes,
 //! with the padding from `pad` and the arithmetic from the engine; what the family offers and
-//! how it reads its parameters is in `family`, the running operations in `ops`.
+//! how it reads its parameters is in `family`, the running operations in `ops`, its key
+//! objects (`CKK_RSA`) in `keys`.
 
 mod family;
+pub mod keys;
 mod ops;
 pub mod pad;
 

@@ -89,6 +89,11 @@ impl Family for SlhDsa {
         (32, 64)
     }
 
+    /// No `CKA_SEED`: the seeds are inside `CKA_VALUE`.
+    fn private_attributes(&self) -> &'static [CK_ATTRIBUTE_TYPE] {
+        &[CKA_PARAMETER_SET, CKA_VALUE]
+    }
+
     fn generate(&self, set: CK_ULONG) -> Result<Box<dyn PrivateKey>> {
         with_set!(set, generate(set))
     }

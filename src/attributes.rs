@@ -2,6 +2,8 @@
 //! C API uses (`CK_ULONG` native-endian, `CK_BBOOL` one byte). Values are zeroized on drop.
 //! Also the one place an application's template is parsed: `Template::parse` checks every
 //! value against its attribute's shape, so no other code ever sees a `CK_BBOOL` of 2.
+//! A room of its own because two rooms read and fill objects' attributes: `token` (objects and
+//! their policy) and `mechanism` (each family's key model, `mechanism::KeyModel`).
 
 use crate::error::{fail_because, Result};
 use cryptoki_sys::*;

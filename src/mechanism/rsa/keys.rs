@@ -30,14 +30,8 @@ const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[
     CKA_EXPONENT_2,
     CKA_COEFFICIENT,
 ];
-const SECRET: &[CK_ATTRIBUTE_TYPE] = &[
-    CKA_PRIVATE_EXPONENT,
-    CKA_PRIME_1,
-    CKA_PRIME_2,
-    CKA_EXPONENT_1,
-    CKA_EXPONENT_2,
-    CKA_COEFFICIENT,
-];
+/// Everything of the private key after its public modulus and exponent.
+const SECRET: &[CK_ATTRIBUTE_TYPE] = PRIVATE.split_at(2).1;
 /// An RSA private key is prepared for every kernel family the CPU runs (IFMA, AVX2, MULX,
 /// portable, reference): this many bytes per modulus byte, measured with
 /// `benches/store_scale`; a public key holds a few copies of the modulus.

@@ -29,7 +29,15 @@ fn us(mut f: impl FnMut()) -> f64 {
     best
 }
 
-fn family<A: Arith>(d: &[u8; 32], z: &[u8; 32], k: &[u8; 32], table: &KeyTable, r: &[u8; 32], s: &[u8; 32]) {
+fn family<A: Arith>(
+    d: &[u8; 32],
+    z: &[u8; 32],
+    k: &[u8; 32],
+    table: &KeyTable,
+    r: &[u8; 32],
+    s: &[u8; 32],
+    s_inv: &[u8; 32],
+) {
     let fe = Fe::<A>::from_be(z).unwrap();
     let sc = Scalar::from_be(k).unwrap();
     let comb = eng::comb::comb();
@@ -100,7 +108,11 @@ fn family<A: Arith>(d: &[u8; 32], z: &[u8; 32], k: &[u8; 32], table: &KeyTable, 
         ),
         (
             "check u1·G + u2·Q (with s⁻¹)",
-            us(|| assert!(eng::check::verify::<A>(table, z, r, s))),
+            us(|| assert!(eng::check::verify::<A>(table, z, r, s, None))),
+        ),
+        (
+            "check given the signer's s⁻¹",
+            us(|| assert!(eng::check::verify::<A>(table, z, r, s, Some(s_inv)))),
         ),
     ];
     for (name, t) in rows {
@@ -115,7 +127,7 @@ fn main() {
     let d: [u8; 32] = key.to_bytes().into();
     let z = [0x5a; 32];
     let k = [0x3c; 32];
-    let (r, s) = eng::sign(&d, &z, &k).unwrap();
+    let (r, s, s_inv) = eng::sign(&d, &z, &k).unwrap();
     let nz = *key.as_nonzero_scalar();
     println!("P-256 stages (µs of CPU per operation, one thread)");
     let ad = [7u8; 32];
@@ -205,10 +217,10 @@ fn main() {
         }
     }
     println!("family portable");
-    family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s);
+    family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s, &s_inv);
     #[cfg(target_arch = "x86_64")]
     if eng::mulx::available() {
         println!("family mulx");
-        family::<eng::mulx::Mulx>(&d, &z, &k, &table, &r, &s);
+        family::<eng::mulx::Mulx>(&d, &z, &k, &table, &r, &s, &s_inv);
     }
 }

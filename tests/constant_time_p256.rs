@@ -65,7 +65,7 @@ fn payload() {
     for (name, run) in [
         (
             "portable",
-            sign_ct::<Portable> as fn(&[u8; 32], &[u8; 32], &[u8; 32]) -> ([u8; 32], [u8; 32]),
+            sign_ct::<Portable> as fn(&[u8; 32], &[u8; 32], &[u8; 32]) -> ([u8; 32], [u8; 32], [u8; 32]),
         ),
         ("mulx", sign_ct::<ferrohsm::engine::ec::p256::mulx::Mulx>),
     ] {
@@ -76,9 +76,10 @@ fn payload() {
             let key = p256::ecdsa::SigningKey::from_slice(&d).unwrap();
             valgrind::undefined(&d);
             valgrind::undefined(&k);
-            let (r, s) = run(&d, &z, &k);
+            let (r, s, s_inv) = run(&d, &z, &k);
             valgrind::defined(&r);
             valgrind::defined(&s);
+            valgrind::defined(&s_inv);
             let sig = p256::ecdsa::Signature::from_scalars(r, s).unwrap();
             assert!(
                 key.verifying_key().verify_prehash(&z, &sig).is_ok(),

@@ -55,8 +55,8 @@ pub trait CheckCurve: PrimeCurveParams + EcdsaCurve {
     type Table: Send + Sync + 'static;
     /// The table of a public point (not the identity: `VerifyingKey` guarantees it).
     fn table(q: &AffinePoint<Self>) -> Self::Table;
-    /// The check of `verify`, after its curve-independent part.
-    fn verify_table(q: &Self::Table, z: &[u8], sig: &Signature<Self>) -> bool;
+    /// The check of `verify_hinted`, after its curve-independent part.
+    fn verify_table(q: &Self::Table, z: &[u8], sig: &Signature<Self>, s_inv: Option<&Scalar<Self>>) -> bool;
 }
 
 /// The curves checked by the generic code below (every NIST curve here has a = -3).
@@ -79,8 +79,13 @@ macro_rules! check_curve {
             fn table(q: &AffinePoint<Self>) -> KeyTable<$c> {
                 KeyTable::new(q)
             }
-            fn verify_table(q: &KeyTable<$c>, z: &[u8], sig: &Signature<Self>) -> bool {
-                verify_generic(q, z, sig)
+            fn verify_table(
+                q: &KeyTable<$c>,
+                z: &[u8],
+                sig: &Signature<Self>,
+                s_inv: Option<&Scalar<Self>>,
+            ) -> bool {
+                verify_generic(q, z, sig, s_inv)
             }
         }
     };
@@ -94,7 +99,12 @@ impl CheckCurve for p256::NistP256 {
     fn table(q: &AffinePoint<Self>) -> p256_engine::KeyTable {
         p256_engine::KeyTable::new(q)
     }
-    fn verify_table(q: &p256_engine::KeyTable, z: &[u8], sig: &Signature<Self>) -> bool {
+    fn verify_table(
+        q: &p256_engine::KeyTable,
+        z: &[u8],
+        sig: &Signature<Self>,
+        s_inv: Option<&Scalar<Self>>,
+    ) -> bool {
         // bits2int's output is at most the scalar's length; a shorter value is left-padded.
         let mut zb = [0u8; 32];
         let Some(pad) = 32usize.checked_sub(z.len()) else {
@@ -102,7 +112,8 @@ impl CheckCurve for p256::NistP256 {
         };
         zb[pad..].copy_from_slice(z);
         let (r, s) = sig.split_scalars();
-        p256_engine::verify(q, &zb, &r.to_repr().into(), &s.to_repr().into())
+        let s_inv = s_inv.map(|h| <[u8; 32]>::from(h.to_repr()));
+        p256_engine::verify(q, &zb, &r.to_repr().into(), &s.to_repr().into(), s_inv.as_ref())
     }
 }
 
@@ -259,14 +270,32 @@ impl<F: Field> Jac<F> {
 /// the scalar's length) for the public point whose table is `q`. Variable time: every input
 /// is public.
 pub fn verify<C: CheckCurve>(q: &C::Table, z: &[u8], sig: &Signature<C>) -> bool {
+    verify_hinted(q, z, sig, None)
+}
+
+/// `verify` given s⁻¹ as the signer computed it (`engine::ec::sign::sign`): the check before
+/// release uses it in place of its own inversion once one product confirms s·s_inv ≡ 1
+/// (mod n). The inverse is unique, so a wrong hint (a fault, or a normalised s) is never
+/// used: the check then inverts s itself, and stays as independent of the signer.
+pub fn verify_hinted<C: CheckCurve>(
+    q: &C::Table,
+    z: &[u8],
+    sig: &Signature<C>,
+    s_inv: Option<&Scalar<C>>,
+) -> bool {
     if C::NORMALIZE_S && bool::from(sig.split_scalars().1.is_high()) {
         return false;
     }
-    C::verify_table(q, z, sig)
+    C::verify_table(q, z, sig, s_inv)
 }
 
 /// `verify` over the crates' field types.
-fn verify_generic<C: GenericCurve>(q: &KeyTable<C>, z: &[u8], sig: &Signature<C>) -> bool {
+fn verify_generic<C: GenericCurve>(
+    q: &KeyTable<C>,
+    z: &[u8],
+    sig: &Signature<C>,
+    s_inv: Option<&Scalar<C>>,
+) -> bool {
     let (r, s) = sig.split_scalars();
     let mut zb = FieldBytes::<C>::default();
     // bits2int's output is at most the scalar's length; a shorter value is left-padded.
@@ -275,7 +304,10 @@ fn verify_generic<C: GenericCurve>(q: &KeyTable<C>, z: &[u8], sig: &Signature<C>
     };
     zb[pad..].copy_from_slice(z);
     let z = <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&zb);
-    let s_inv = *s.invert_vartime();
+    let s_inv = match s_inv {
+        Some(h) if *h * *s == Scalar::<C>::ONE => *h,
+        _ => *s.invert_vartime(),
+    };
     let u1 = z * s_inv;
     let u2 = *r * s_inv;
     let sum = lincomb(C::g_table(), &u1, q, &u2);
@@ -406,6 +438,12 @@ mod tests {
                             let fast = verify::<$curve>(t, z, &s);
                             let slow = vk.verify_prehash(z, &s).is_ok();
                             assert_eq!(fast, slow, "fast and reference disagree");
+                            // With s⁻¹ given (the check before release): the right one, a
+                            // wrong one and zero all give the same answer.
+                            let inv = Field::invert(s.s().as_ref()).unwrap();
+                            for hint in [inv, inv + Scalar::<$curve>::ONE, Scalar::<$curve>::ZERO] {
+                                assert_eq!(verify_hinted::<$curve>(t, z, &s, Some(&hint)), slow);
+                            }
                             Some(fast)
                         };
                         let bytes = sig.to_bytes();

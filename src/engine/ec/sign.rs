@@ -30,6 +30,7 @@ use elliptic_curve::{
     group::{Curve as _, Group as _},
     ops::Reduce,
     point::AffineCoordinates,
+    scalar::IsHigh,
     subtle::{Choice, ConditionallySelectable, ConstantTimeEq},
     FieldBytes, NonZeroScalar, Scalar,
 };
@@ -45,17 +46,23 @@ pub trait SignCurve: PrimeCurveParams + EcdsaCurve + DigestAlgorithm {
     /// x(k·G) for a nonzero k, in constant time, as big-endian bytes.
     fn mul_x(k: &NonZeroScalar<Self>) -> FieldBytes<Self>;
 
-    /// (r, s) for nonce k, private key d and z (bits2int of the hash, reduced), constant time
-    /// in k and d; either may be zero (the caller then draws another k).
+    /// (r, s, s⁻¹) for nonce k, private key d and z (bits2int of the hash, reduced), constant
+    /// time in k and d; r or s may be zero (the caller then draws another k). One inversion
+    /// serves k⁻¹ and the check's s⁻¹: with w = z + r·d and t = (k·w)⁻¹, k⁻¹ = w·t,
+    /// s = k⁻¹·w, s⁻¹ = k²·t (s⁻¹ is public, as s is; w = 0 gives s = 0).
     fn r_s(
         d: &NonZeroScalar<Self>,
         zs: &Scalar<Self>,
         k: &NonZeroScalar<Self>,
-    ) -> (Scalar<Self>, Scalar<Self>) {
-        let k_inv = Zeroizing::new(Self::invert_scalar(k.as_ref()));
+    ) -> (Scalar<Self>, Scalar<Self>, Scalar<Self>) {
         let r = <Scalar<Self> as Reduce<FieldBytes<Self>>>::reduce(&Self::mul_x(k));
-        let s = *k_inv * (*zs + r * d.as_ref());
-        (r, s)
+        let k: &Scalar<Self> = k.as_ref();
+        let w = Zeroizing::new(*zs + r * d.as_ref());
+        let t = Zeroizing::new(Self::invert_scalar(&(*k * *w)));
+        let k_inv = Zeroizing::new(*w * *t);
+        let s = *k_inv * *w;
+        let s_inv = k.square() * *t;
+        (r, s, s_inv)
     }
 
     /// k⁻¹ for a nonzero k, constant time: the crate's inversion unless the curve has better.
@@ -166,15 +173,15 @@ impl SignCurve for p256::NistP256 {
         d: &NonZeroScalar<Self>,
         zs: &Scalar<Self>,
         k: &NonZeroScalar<Self>,
-    ) -> (Scalar<Self>, Scalar<Self>) {
+    ) -> (Scalar<Self>, Scalar<Self>, Scalar<Self>) {
         let db = Zeroizing::new(<[u8; 32]>::from(d.to_repr()));
         let kb = Zeroizing::new(<[u8; 32]>::from(k.to_repr()));
         let scalar = |b: [u8; 32]| Option::<Scalar<Self>>::from(Scalar::<Self>::from_repr(b.into()));
         // d and k are in [1, n - 1] (NonZeroScalar) and r, s below n: every conversion succeeds;
         // a zero r or s comes back as zero, as from the generic path.
         p256_engine::sign(&db, &zs.to_repr().into(), &kb)
-            .and_then(|(r, s)| Some((scalar(r)?, scalar(s)?)))
-            .unwrap_or((Scalar::<Self>::ZERO, Scalar::<Self>::ZERO))
+            .and_then(|(r, s, s_inv)| Some((scalar(r)?, scalar(s)?, scalar(s_inv)?)))
+            .unwrap_or((Scalar::<Self>::ZERO, Scalar::<Self>::ZERO, Scalar::<Self>::ZERO))
     }
 }
 
@@ -326,7 +333,15 @@ fn add_mixed<C: PrimeCurveParams>(
 /// z, it would apply bits2int a second time, which on P-521 (66 bytes, 521 bits) shifts out
 /// the low 7 bits of a SHA-512 hash, so two hashes differing only there would share k
 /// whenever `ad` repeated.
-pub fn sign<C: SignCurve>(d: &NonZeroScalar<C>, z: &[u8], hash: &[u8], ad: &[u8]) -> Signature<C> {
+///
+/// Returns the signature and s⁻¹, which the check before release may use in place of its own
+/// inversion (`engine::ec::check::verify_hinted`, which first confirms s·s⁻¹ ≡ 1).
+pub fn sign<C: SignCurve>(
+    d: &NonZeroScalar<C>,
+    z: &[u8],
+    hash: &[u8],
+    ad: &[u8],
+) -> (Signature<C>, Scalar<C>) {
     let x = Zeroizing::new(d.to_repr());
     let order = C::ORDER;
     // An empty hash is bits2int'ed to zero: the generator gets z's zeros (it wants bytes).
@@ -344,14 +359,16 @@ pub fn sign<C: SignCurve>(d: &NonZeroScalar<C>, z: &[u8], hash: &[u8], ad: &[u8]
             continue;
         };
         let k = Zeroizing::new(k);
-        let (r, s) = C::r_s(d, &zs, &k);
+        let (r, s, mut s_inv) = C::r_s(d, &zs, &k);
         #[cfg(test)]
         let (r, s) = fault::apply::<C>(r, s, d, &zs, &k);
         if let Ok(mut sig) = Signature::<C>::from_scalars(r, s) {
-            if C::NORMALIZE_S {
+            if C::NORMALIZE_S && bool::from(s.is_high()) {
+                // (n - s)⁻¹ = -s⁻¹.
                 sig = sig.normalize_s();
+                s_inv = -s_inv;
             }
-            return sig;
+            return (sig, s_inv);
         }
     }
 }
@@ -505,11 +522,13 @@ mod tests {
                         zfull[0] &= 1;
                     }
                     let ad = random(len);
-                    let ours = sign::<$curve>(&d, &zfull, &zfull, &ad);
+                    let (ours, s_inv) = sign::<$curve>(&d, &zfull, &zfull, &ad);
                     let (theirs, _) = sign_prehashed_rfc6979::<$curve, <$curve as DigestAlgorithm>::Digest>(
                         &d, &zfull, &ad,
                     );
                     assert_eq!(ours, theirs);
+                    // The s⁻¹ that comes with it, by the crate's inversion.
+                    assert_eq!(s_inv, ours.s().invert().unwrap());
                 }
             }
         };
@@ -534,11 +553,11 @@ mod tests {
         let mut h2 = h1.clone();
         h2[63] ^= 1;
         let z = |h: &[u8]| crate::mechanism::ec_params::bits2int(h, crate::mechanism::ec_params::Curve::P521);
-        let s1 = sign::<C>(&d, &z(&h1), &h1, &ad);
-        let s2 = sign::<C>(&d, &z(&h2), &h2, &ad);
+        let (s1, _) = sign::<C>(&d, &z(&h1), &h1, &ad);
+        let (s2, _) = sign::<C>(&d, &z(&h2), &h2, &ad);
         assert_ne!(s1.r(), s2.r());
         // The same hash and added data give the same signature (the nonce is deterministic).
-        assert_eq!(sign::<C>(&d, &z(&h1), &h1, &ad), s1);
+        assert_eq!(sign::<C>(&d, &z(&h1), &h1, &ad).0, s1);
     }
 
     agrees_with_ecdsa!(p256_agrees_with_ecdsa, p256::NistP256);

@@ -71,20 +71,21 @@ macro_rules! ecdsa_sign_checked {
         // The fresh input, as `sign_prehash_with_rng` draws it: the scalar's length.
         let mut ad = Zeroizing::new(vec![0u8; $c::FieldBytes::default().len()]);
         getrandom::fill(&mut ad).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
-        let sig: $c::ecdsa::Signature = ec_sign::sign($k.as_nonzero_scalar(), $z, $hash, &ad);
+        let (sig, s_inv): ($c::ecdsa::Signature, _) = ec_sign::sign($k.as_nonzero_scalar(), $z, $hash, &ad);
         release_checked(sig.to_bytes().to_vec(), |s| {
-            ecdsa_verify!($c, $k.verifying_key(), $t, $z, s).map_err(|_| ())
+            ecdsa_verify!($c, $k.verifying_key(), $t, $z, s, Some(&s_inv)).map_err(|_| ())
         })
     }};
 }
 
 /// Checks raw r || s `$sig` over `$z` with verifying key `$k` (table `$t`) of curve module `$c`:
 /// `CKR_SIGNATURE_INVALID` unless it verifies.
+/// `$s_inv`: the signer's s⁻¹ for the check before release (`ec_check::verify_hinted`), or None.
 macro_rules! ecdsa_verify {
-    ($c:ident, $k:expr, $t:expr, $z:expr, $sig:expr) => {{
+    ($c:ident, $k:expr, $t:expr, $z:expr, $sig:expr, $s_inv:expr) => {{
         // r and s must each be in [1, n-1]: from_slice refuses the rest.
         match $c::ecdsa::Signature::from_slice($sig) {
-            Ok(s) if ec_check::verify($t.get($k.as_affine()), $z, &s) => Ok(()),
+            Ok(s) if ec_check::verify_hinted($t.get($k.as_affine()), $z, &s, $s_inv) => Ok(()),
             _ => Err(Error(CKR_SIGNATURE_INVALID)),
         }
     }};
@@ -324,9 +325,9 @@ impl PublicKey {
             bits2int(input, self.curve())
         };
         match self {
-            PublicKey::P256(k, t) => ecdsa_verify!(p256, k, t, &z, sig),
-            PublicKey::P384(k, t) => ecdsa_verify!(p384, k, t, &z, sig),
-            PublicKey::P521(k, t) => ecdsa_verify!(p521, k, t, &z, sig),
+            PublicKey::P256(k, t) => ecdsa_verify!(p256, k, t, &z, sig, None),
+            PublicKey::P384(k, t) => ecdsa_verify!(p384, k, t, &z, sig, None),
+            PublicKey::P521(k, t) => ecdsa_verify!(p521, k, t, &z, sig, None),
             PublicKey::Ed25519(e) => eddsa::verify(e, input, sig),
             PublicKey::Ed448(e) => ed448::verify(e, context, input, sig),
         }

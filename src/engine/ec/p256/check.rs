@@ -80,7 +80,16 @@ impl KeyTable {
 
 /// Whether (r, s) is a valid ECDSA signature over `z` (bits2int of the hash, left-padded to 32
 /// bytes) for the public point whose table is `q`. Variable time. Computed by family `A`.
-pub fn verify<A: Arith>(q: &KeyTable, z: &[u8; 32], r: &[u8; 32], s: &[u8; 32]) -> bool {
+/// `s_inv`, the signer's s⁻¹ (`super::sign`), spares the check its inversion once one product
+/// confirms s·s_inv ≡ 1 (mod n): the inverse is unique, so a faulty hint is never used, and
+/// the check stays as independent of the signer as with its own inversion.
+pub fn verify<A: Arith>(
+    q: &KeyTable,
+    z: &[u8; 32],
+    r: &[u8; 32],
+    s: &[u8; 32],
+    s_inv: Option<&[u8; 32]>,
+) -> bool {
     let (Some(rs), Some(ss)) = (Scalar::from_be(r), Scalar::from_be(s)) else {
         return false;
     };
@@ -89,7 +98,10 @@ pub fn verify<A: Arith>(q: &KeyTable, z: &[u8; 32], r: &[u8; 32], s: &[u8; 32]) 
     }
     // s is public, but the constant-time divsteps (`engine::ec::safegcd`) are faster than
     // the p256 crate's variable-time safegcd (measured: benches/p256.rs).
-    let s_inv = ss.invert();
+    let s_inv = s_inv
+        .and_then(Scalar::from_be)
+        .filter(|h| h.mul(&ss) == Scalar::ONE)
+        .unwrap_or_else(|| ss.invert());
     let u1 = Scalar::reduce_be(z).mul(&s_inv);
     let u2 = rs.mul(&s_inv);
     let sum = lincomb::<A>(&G_TABLE, &u1.to_be(), q, &u2.to_be());

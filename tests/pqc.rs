@@ -4,9 +4,12 @@
 //! deterministic signatures are the same, each side verifies the other's hedged signatures.
 //! Also: every required parameter set generates, signs and verifies; the context string and
 //! the hedge choice of CK_SIGN_ADDITIONAL_CONTEXT; import checks; wrapping under the key
-//! policy every private key has; and the codes of bad input.
+//! policy every private key has; and the codes of bad input. HashML-DSA and HashSLH-DSA, every
+//! hash, both ways: `prehash` (tests/pqc/prehash.rs).
 
 mod common;
+#[path = "pqc/prehash.rs"]
+mod prehash;
 
 use common::*;
 use cryptoki::error::RvError;

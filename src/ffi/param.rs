@@ -154,6 +154,14 @@ pub unsafe fn read<'a>(m: &CK_MECHANISM, shape: ParamShape) -> Result<Param<'a>>
                 },
                 None => Param::Absent,
             },
+            ParamShape::HashSignAdditionalContext => match param::<CK_HASH_SIGN_ADDITIONAL_CONTEXT>(m)? {
+                Some(p) => Param::HashSignAdditionalContext {
+                    hedge: p.hedgeVariant,
+                    context: pointed(p.pContext, p.ulContextLen),
+                    hash: p.hash,
+                },
+                None => Param::Absent,
+            },
         })
     }
 }

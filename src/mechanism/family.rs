@@ -150,6 +150,7 @@ pub enum ParamShape {
     KeyDerivationStringData,
     AesCbcEncryptData,
     SignAdditionalContext,
+    HashSignAdditionalContext,
 }
 
 /// A mechanism parameter as `ffi` read it for its `ParamShape`. `Absent` stands for a NULL
@@ -199,6 +200,11 @@ pub enum Param<'a> {
     SignAdditionalContext {
         hedge: CK_HEDGE_TYPE,
         context: Pointed<'a>,
+    },
+    HashSignAdditionalContext {
+        hedge: CK_HEDGE_TYPE,
+        context: Pointed<'a>,
+        hash: CK_MECHANISM_TYPE,
     },
 }
 

@@ -3,8 +3,7 @@
 //! the expanded private key (`CKA_VALUE`, FIPS 204 skEncode); `CKM_ML_DSA` and the HashML-DSA
 //! mechanisms that hash on the token. The arithmetic is RustCrypto's `ml-dsa`.
 
-use super::pq::{self, unknown_set, Family, PrivateKey, PublicKey};
-use super::HashAlg;
+use super::pq::{self, unknown_set, Family, PreHash, PrivateKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
 use ml_dsa::pkcs8::DecodePrivateKey;
@@ -15,16 +14,18 @@ use zeroize::{Zeroize, Zeroizing};
 
 pub struct MlDsa;
 
-/// The HashML-DSA mechanisms whose hash the token has (SHAKE ones are not offered).
-const HASH_MECHANISMS: &[(CK_MECHANISM_TYPE, HashAlg)] = &[
-    (CKM_HASH_ML_DSA_SHA224, HashAlg::Sha224),
-    (CKM_HASH_ML_DSA_SHA256, HashAlg::Sha256),
-    (CKM_HASH_ML_DSA_SHA384, HashAlg::Sha384),
-    (CKM_HASH_ML_DSA_SHA512, HashAlg::Sha512),
-    (CKM_HASH_ML_DSA_SHA3_224, HashAlg::Sha3_224),
-    (CKM_HASH_ML_DSA_SHA3_256, HashAlg::Sha3_256),
-    (CKM_HASH_ML_DSA_SHA3_384, HashAlg::Sha3_384),
-    (CKM_HASH_ML_DSA_SHA3_512, HashAlg::Sha3_512),
+/// The HashML-DSA mechanisms that hash on the token, one for each hash of PKCS#11 3.2.
+const HASH_MECHANISMS: &[(CK_MECHANISM_TYPE, PreHash)] = &[
+    (CKM_HASH_ML_DSA_SHA224, PreHash::Sha224),
+    (CKM_HASH_ML_DSA_SHA256, PreHash::Sha256),
+    (CKM_HASH_ML_DSA_SHA384, PreHash::Sha384),
+    (CKM_HASH_ML_DSA_SHA512, PreHash::Sha512),
+    (CKM_HASH_ML_DSA_SHA3_224, PreHash::Sha3_224),
+    (CKM_HASH_ML_DSA_SHA3_256, PreHash::Sha3_256),
+    (CKM_HASH_ML_DSA_SHA3_384, PreHash::Sha3_384),
+    (CKM_HASH_ML_DSA_SHA3_512, PreHash::Sha3_512),
+    (CKM_HASH_ML_DSA_SHAKE128, PreHash::Shake128),
+    (CKM_HASH_ML_DSA_SHAKE256, PreHash::Shake256),
 ];
 
 /// The seed ξ is 32 bytes in every parameter set.
@@ -57,7 +58,11 @@ impl Family for MlDsa {
         CKM_ML_DSA
     }
 
-    fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, HashAlg)] {
+    fn hash_sign_mechanism(&self) -> CK_MECHANISM_TYPE {
+        CKM_HASH_ML_DSA
+    }
+
+    fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, PreHash)] {
         HASH_MECHANISMS
     }
 

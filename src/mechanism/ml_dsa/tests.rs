@@ -1,5 +1,5 @@
 use super::*;
-use crate::mechanism::pq::SignParams;
+use crate::mechanism::pq::{PreHash, SignParams};
 
 fn params(hedge: CK_HEDGE_TYPE, context: &[u8]) -> SignParams {
     SignParams {
@@ -23,8 +23,14 @@ fn every_set_signs_verifies_and_binds_context_and_message() {
             assert_eq!(e.0, CKR_SIGNATURE_INVALID);
         }
         // A pure signature is no pre-hash signature of the same bytes, and the reverse.
-        let e = pq::verify(public.as_ref(), Some(HashAlg::Sha256), &p, b"message", &sig).unwrap_err();
-        assert_eq!(e.0, CKR_SIGNATURE_INVALID);
+        let ph = [0x5a; 32];
+        let pure = pq::sign(key.as_ref(), None, &p, &ph).unwrap();
+        let hashed = pq::sign(key.as_ref(), Some(PreHash::Sha256), &p, &ph).unwrap();
+        pq::verify(public.as_ref(), Some(PreHash::Sha256), &p, &ph, &hashed).unwrap();
+        for (prehash, sig) in [(Some(PreHash::Sha256), &pure), (None, &hashed)] {
+            let e = pq::verify(public.as_ref(), prehash, &p, &ph, sig).unwrap_err();
+            assert_eq!(e.0, CKR_SIGNATURE_INVALID);
+        }
     }
 }
 

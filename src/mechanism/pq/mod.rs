@@ -2,16 +2,18 @@
 //! family is a folder that implements `Family` here and one line `Pq(&...)` in
 //! `mechanism::REGISTRY`; everything around it (mechanism list, parameter parsing and running
 //! operations in `adapter.rs`; key objects, generation and PKCS#8 wrapping, the family's
-//! `KeyModel`, in `keys.rs`) goes through this folder. What the families share lives here too: the
+//! `KeyModel`, in `keys.rs`; the pre-hashes of HashML-DSA and HashSLH-DSA in `prehash.rs`) goes
+//! through this folder. What the families share lives here too: the
 //! `CK_SIGN_ADDITIONAL_CONTEXT` choices, the message framing M' of FIPS 204 §5.2/§5.4 and FIPS
 //! 205 §10.2/§10.3 (pure and pre-hash), and the check before release.
 
 mod adapter;
 mod keys;
+mod prehash;
 
 pub use adapter::Pq;
+pub use prehash::{PreHash, PreHasher};
 
-use super::HashAlg;
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
 use std::sync::Arc;
@@ -30,8 +32,11 @@ pub trait Family: Sync {
     fn key_pair_gen(&self) -> CK_MECHANISM_TYPE;
     /// The pure signature mechanism (`CKM_ML_DSA`, `CKM_SLH_DSA`).
     fn sign_mechanism(&self) -> CK_MECHANISM_TYPE;
+    /// The pre-hash mechanism whose data is PH(M), hashed by the caller, its hash named in
+    /// `CK_HASH_SIGN_ADDITIONAL_CONTEXT` (`CKM_HASH_ML_DSA`, `CKM_HASH_SLH_DSA`).
+    fn hash_sign_mechanism(&self) -> CK_MECHANISM_TYPE;
     /// The pre-hash mechanisms that hash on the token, with their hash.
-    fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, HashAlg)];
+    fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, PreHash)];
     /// Smallest and largest public key in bytes (`C_GetMechanismInfo`'s unit for these keys).
     fn key_sizes(&self) -> (CK_ULONG, CK_ULONG);
     /// The key-material attributes of its private key objects: `CKA_PARAMETER_SET`,
@@ -80,8 +85,8 @@ pub fn family(key_type: CK_KEY_TYPE) -> Option<&'static dyn Family> {
     families().find(|f| f.key_type() == key_type)
 }
 
-/// The family and pre-hash of a signature mechanism type.
-pub fn sign_mechanism(m: CK_MECHANISM_TYPE) -> Option<(&'static dyn Family, Option<HashAlg>)> {
+/// The family and pre-hash of a signature mechanism type that hashes on the token (or none).
+pub fn sign_mechanism(m: CK_MECHANISM_TYPE) -> Option<(&'static dyn Family, Option<PreHash>)> {
     families().find_map(|f| {
         if f.sign_mechanism() == m {
             return Some((f, None));
@@ -99,7 +104,7 @@ pub fn key_pair_gen(m: CK_MECHANISM_TYPE) -> Option<&'static dyn Family> {
 }
 
 /// The mechanism type of a signature mechanism of `key_type` with `prehash`.
-pub fn mechanism_type(key_type: CK_KEY_TYPE, prehash: Option<HashAlg>) -> CK_MECHANISM_TYPE {
+pub fn mechanism_type(key_type: CK_KEY_TYPE, prehash: Option<PreHash>) -> CK_MECHANISM_TYPE {
     let Some(f) = family(key_type) else {
         return CK_UNAVAILABLE_INFORMATION;
     };
@@ -153,52 +158,56 @@ pub fn check_params(hedge: CK_HEDGE_TYPE, context_len: CK_ULONG) -> Result<()> {
     Ok(())
 }
 
-/// The DER of the hash function's OID that HashML-DSA and HashSLH-DSA put in M'
-/// (NIST's hashAlgs arc 2.16.840.1.101.3.4.2).
-fn hash_oid(h: HashAlg) -> Option<[u8; 11]> {
-    let last = match h {
-        HashAlg::Sha256 => 1,
-        HashAlg::Sha384 => 2,
-        HashAlg::Sha512 => 3,
-        HashAlg::Sha224 => 4,
-        HashAlg::Sha3_224 => 7,
-        HashAlg::Sha3_256 => 8,
-        HashAlg::Sha3_384 => 9,
-        HashAlg::Sha3_512 => 10,
-        HashAlg::Md5 | HashAlg::Sha1 => return None,
-    };
-    Some([0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, last])
+/// M' as its parts (FIPS 204 Algorithms 2 and 4, FIPS 205 Algorithms 22 and 23): the domain
+/// byte (0 pure, 1 pre-hash) and the context's length, the context, then the message M, or the
+/// hash's OID and PH(M). The context was kept to 255 bytes when the parameter was read
+/// (`check_params`); a value that is not PH(M)'s length is refused here, as `CKM_HASH_ML_DSA`
+/// takes PH(M) from the caller.
+struct MPrime<'a> {
+    header: [u8; 2],
+    context: &'a [u8],
+    oid: Option<[u8; 11]>,
+    value: &'a [u8],
 }
 
-/// The message M' as its parts: domain byte (0 pure, 1 pre-hash), context length, context,
-/// then the message, or the hash's OID and the hash.
-fn framed<'a>(header: &'a [u8; 2], params: &'a SignParams, oid: &'a [u8], value: &'a [u8]) -> [&'a [u8]; 4] {
-    [header, &params.context, oid, value]
-}
+impl<'a> MPrime<'a> {
+    fn new(prehash: Option<PreHash>, params: &'a SignParams, value: &'a [u8]) -> Result<Self> {
+        if let Some(h) = prehash {
+            if value.len() != h.output_len() {
+                return fail_because(
+                    CKR_DATA_LEN_RANGE,
+                    format!("PH(M) of {h:?} is {} bytes, not {}", h.output_len(), value.len()),
+                );
+            }
+        }
+        let len = u8::try_from(params.context.len()).map_err(|_| Error(CKR_MECHANISM_PARAM_INVALID))?;
+        Ok(MPrime {
+            header: [prehash.is_some() as u8, len],
+            context: &params.context,
+            oid: prehash.map(PreHash::oid),
+            value,
+        })
+    }
 
-fn header(prehash: Option<HashAlg>, params: &SignParams) -> Result<([u8; 2], Vec<u8>)> {
-    let oid = match prehash {
-        None => Vec::new(),
-        Some(h) => match hash_oid(h) {
-            Some(o) => o.to_vec(),
-            None => return fail_because(CKR_MECHANISM_INVALID, "no pre-hash signature with this hash"),
-        },
-    };
-    // check_params kept the context to 255 bytes when the parameter was read.
-    let len = u8::try_from(params.context.len()).map_err(|_| Error(CKR_MECHANISM_PARAM_INVALID))?;
-    Ok(([prehash.is_some() as u8, len], oid))
+    fn parts(&self) -> [&[u8]; 4] {
+        let oid: &[u8] = match &self.oid {
+            Some(o) => o,
+            None => &[],
+        };
+        [&self.header, self.context, oid, self.value]
+    }
 }
 
 /// Signs `value` (the message, or its hash with `prehash`) and releases the signature only if
 /// the key's own public half verifies it, as RSA and EC signatures are released.
 pub fn sign(
     key: &dyn PrivateKey,
-    prehash: Option<HashAlg>,
+    prehash: Option<PreHash>,
     params: &SignParams,
     value: &[u8],
 ) -> Result<Vec<u8>> {
-    let (header, oid) = header(prehash, params)?;
-    let message = framed(&header, params, &oid, value);
+    let m_prime = MPrime::new(prehash, params, value)?;
+    let message = m_prime.parts();
     let hedged = params.hedge != CKH_DETERMINISTIC_REQUIRED;
     let sig = key.sign_internal(&message, hedged)?;
     let public = key.public();
@@ -209,7 +218,7 @@ pub fn sign(
 
 pub fn verify(
     key: &dyn PublicKey,
-    prehash: Option<HashAlg>,
+    prehash: Option<PreHash>,
     params: &SignParams,
     value: &[u8],
     sig: &[u8],
@@ -224,9 +233,8 @@ pub fn verify(
             ),
         );
     }
-    let (header, oid) = header(prehash, params)?;
-    let message = framed(&header, params, &oid, value);
-    if key.verify_internal(&message, sig) {
+    let m_prime = MPrime::new(prehash, params, value)?;
+    if key.verify_internal(&m_prime.parts(), sig) {
         Ok(())
     } else {
         Err(Error(CKR_SIGNATURE_INVALID))
@@ -287,8 +295,40 @@ mod tests {
             assert_eq!(key_pair_gen(f.key_pair_gen()).unwrap().key_type(), f.key_type());
             for (m, h) in f.hash_mechanisms() {
                 assert_eq!(mechanism_type(f.key_type(), Some(*h)), *m);
-                assert!(hash_oid(*h).is_some());
             }
+        }
+    }
+
+    /// M' of HashML-DSA as FIPS 204 Algorithm 4 writes it (and HashSLH-DSA's, FIPS 205
+    /// Algorithm 23, the same): 0x01, the context's length in one byte, the context, the DER of
+    /// the hash's OID (SHA-256: 2.16.840.1.101.3.4.2.1), PH(M). Pure: 0x00, length, context, M.
+    #[test]
+    fn m_prime_is_fips_204_algorithm_4() {
+        let params = SignParams {
+            hedge: CKH_HEDGE_PREFERRED,
+            context: b"ctx".to_vec(),
+        };
+        let ph = [0xabu8; 32];
+        let m = MPrime::new(Some(PreHash::Sha256), &params, &ph).unwrap();
+        let mut expected = vec![0x01, 0x03, b'c', b't', b'x'];
+        expected.extend([0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01]);
+        expected.extend([0xab; 32]);
+        assert_eq!(m.parts().concat(), expected);
+        let none = SignParams::default();
+        let m = MPrime::new(Some(PreHash::Shake256), &none, &[7; 64]).unwrap();
+        let mut expected = vec![
+            0x01, 0x00, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x0c,
+        ];
+        expected.extend([7; 64]);
+        assert_eq!(m.parts().concat(), expected);
+        let pure = MPrime::new(None, &params, b"M").unwrap();
+        assert_eq!(pure.parts().concat(), b"\x00\x03ctxM");
+        // PH(M) of another length than the hash's is no HashML-DSA input.
+        for len in [31, 33, 0] {
+            let e = MPrime::new(Some(PreHash::Sha256), &params, &vec![0; len])
+                .err()
+                .unwrap();
+            assert_eq!(e.0, CKR_DATA_LEN_RANGE);
         }
     }
 }

@@ -3,8 +3,7 @@
 //! SK.seed‖SK.prf‖PK.seed‖PK.root (private) or PK.seed‖PK.root (public); `CKM_SLH_DSA` and the
 //! HashSLH-DSA mechanisms that hash on the token. The arithmetic is RustCrypto's `slh-dsa`.
 
-use super::pq::{self, unknown_set, Family, PrivateKey, PublicKey};
-use super::HashAlg;
+use super::pq::{self, unknown_set, Family, PreHash, PrivateKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
 use cryptoki_sys::*;
 use digest::typenum::Unsigned;
@@ -16,15 +15,17 @@ use zeroize::{Zeroize, Zeroizing};
 
 pub struct SlhDsa;
 
-const HASH_MECHANISMS: &[(CK_MECHANISM_TYPE, HashAlg)] = &[
-    (CKM_HASH_SLH_DSA_SHA224, HashAlg::Sha224),
-    (CKM_HASH_SLH_DSA_SHA256, HashAlg::Sha256),
-    (CKM_HASH_SLH_DSA_SHA384, HashAlg::Sha384),
-    (CKM_HASH_SLH_DSA_SHA512, HashAlg::Sha512),
-    (CKM_HASH_SLH_DSA_SHA3_224, HashAlg::Sha3_224),
-    (CKM_HASH_SLH_DSA_SHA3_256, HashAlg::Sha3_256),
-    (CKM_HASH_SLH_DSA_SHA3_384, HashAlg::Sha3_384),
-    (CKM_HASH_SLH_DSA_SHA3_512, HashAlg::Sha3_512),
+const HASH_MECHANISMS: &[(CK_MECHANISM_TYPE, PreHash)] = &[
+    (CKM_HASH_SLH_DSA_SHA224, PreHash::Sha224),
+    (CKM_HASH_SLH_DSA_SHA256, PreHash::Sha256),
+    (CKM_HASH_SLH_DSA_SHA384, PreHash::Sha384),
+    (CKM_HASH_SLH_DSA_SHA512, PreHash::Sha512),
+    (CKM_HASH_SLH_DSA_SHA3_224, PreHash::Sha3_224),
+    (CKM_HASH_SLH_DSA_SHA3_256, PreHash::Sha3_256),
+    (CKM_HASH_SLH_DSA_SHA3_384, PreHash::Sha3_384),
+    (CKM_HASH_SLH_DSA_SHA3_512, PreHash::Sha3_512),
+    (CKM_HASH_SLH_DSA_SHAKE128, PreHash::Shake128),
+    (CKM_HASH_SLH_DSA_SHAKE256, PreHash::Shake256),
 ];
 
 /// Runs `$f::<P>($args)` with the crate's parameter set type of `$set`.
@@ -81,7 +82,11 @@ impl Family for SlhDsa {
         CKM_SLH_DSA
     }
 
-    fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, HashAlg)] {
+    fn hash_sign_mechanism(&self) -> CK_MECHANISM_TYPE {
+        CKM_HASH_SLH_DSA
+    }
+
+    fn hash_mechanisms(&self) -> &'static [(CK_MECHANISM_TYPE, PreHash)] {
         HASH_MECHANISMS
     }
 

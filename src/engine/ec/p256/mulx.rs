@@ -6,7 +6,7 @@
 //! Squaring has its own routine (10 products instead of 16). The family is chosen at run time (`mod.rs`): only
 //! a CPU with BMI2 and ADX reaches this code.
 
-use super::field::{sub_mod_once, Arith, P};
+use super::field::{Arith, P};
 use std::arch::asm;
 
 /// BMI2 + ADX Montgomery arithmetic.
@@ -23,7 +23,7 @@ impl Arith for Mulx {
 
     #[inline(always)]
     fn mul(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
-        let (r0, r1, r2, r3, r4): (u64, u64, u64, u64, u64);
+        let (r0, r1, r2, r3): (u64, u64, u64, u64);
         // SAFETY: reads 4 limbs from each of a and b (valid references) and writes only the
         // named registers; mulx/adcx/adox exist on this CPU: the family is only selected
         // (`mod.rs`) where `available()` says so, and the constant-time test runs it under
@@ -128,23 +128,37 @@ impl Arith for Mulx {
             "adc {t1}, {l}",
             "adc {t2}, {h}",
             "adc {t3}, 0",
-                a = in(reg) a.as_ptr(),
-                b = in(reg) b.as_ptr(),
+            // t3·2^256 + (t4 t0 t1 t2) is below 2p: subtract p once unless that borrows.
+            "mov {a}, {t4}",
+            "mov {b}, {t0}",
+            "mov {h}, {t1}",
+            "mov {l}, {t2}",
+            "mov {t:e}, 0xffffffff",
+            "sub {a}, -1",
+            "sbb {b}, {t}",
+            "sbb {h}, 0",
+            "sbb {l}, {p3}",
+            "sbb {t3}, 0",
+            "cmovc {a}, {t4}",
+            "cmovc {b}, {t0}",
+            "cmovc {h}, {t1}",
+            "cmovc {l}, {t2}",
+                a = inout(reg) a.as_ptr() => r0,
+                b = inout(reg) b.as_ptr() => r1,
                 p3 = in(reg) P[3],
-                t0 = out(reg) r1,
-                t1 = out(reg) r2,
-                t2 = out(reg) r3,
-                t3 = out(reg) r4,
-                t4 = out(reg) r0,
-                h = out(reg) _,
-                l = out(reg) _,
+                t0 = out(reg) _,
+                t1 = out(reg) _,
+                t2 = out(reg) _,
+                t3 = out(reg) _,
+                t4 = out(reg) _,
+                h = out(reg) r2,
+                l = out(reg) r3,
                 t = out(reg) _,
                 out("rdx") _,
                 options(pure, readonly, nostack),
             );
         }
-        // The result is r4·2^256 + (r0..r3), below 2p.
-        sub_mod_once([r0, r1, r2, r3], r4, &P)
+        [r0, r1, r2, r3]
     }
 
     /// The square: the six cross products once (one carry chain per row), doubled by a
@@ -153,7 +167,7 @@ impl Arith for Mulx {
     /// added. 10 mulx instead of 16.
     #[inline(always)]
     fn sqr(a: &[u64; 4]) -> [u64; 4] {
-        let (r0, r1, r2, r3, r4): (u64, u64, u64, u64, u64);
+        let (r0, r1, r2, r3): (u64, u64, u64, u64);
         // SAFETY: reads 4 limbs of a (a valid reference) and writes only the named registers;
         // mulx/adc exist on this CPU (as for `mul`). The cross products sum to less than
         // 2^448 and each partial sum fits its limbs (a1·a3·2^256 + the rest < 2^384), so no
@@ -253,22 +267,124 @@ impl Arith for Mulx {
             "adc {t3}, {t7}",
             "mov {t4:e}, 0",
             "adc {t4}, 0",
+            // Subtract p once unless that borrows (as in `mul`).
+            "mov {t5}, {t0}",
+            "mov {t6}, {t1}",
+            "mov {t7}, {t2}",
+            "mov {h}, {t3}",
+            "mov {l:e}, 0xffffffff",
+            "sub {t5}, -1",
+            "sbb {t6}, {l}",
+            "sbb {t7}, 0",
+            "sbb {h}, {a}",
+            "sbb {t4}, 0",
+            "cmovc {t5}, {t0}",
+            "cmovc {t6}, {t1}",
+            "cmovc {t7}, {t2}",
+            "cmovc {h}, {t3}",
                 a = inout(reg) a.as_ptr() => _,
-                t0 = out(reg) r0,
-                t1 = out(reg) r1,
-                t2 = out(reg) r2,
-                t3 = out(reg) r3,
-                t4 = out(reg) r4,
-                t5 = out(reg) _,
-                t6 = out(reg) _,
-                t7 = out(reg) _,
-                h = out(reg) _,
+                t0 = out(reg) _,
+                t1 = out(reg) _,
+                t2 = out(reg) _,
+                t3 = out(reg) _,
+                t4 = out(reg) _,
+                t5 = out(reg) r0,
+                t6 = out(reg) r1,
+                t7 = out(reg) r2,
+                h = out(reg) r3,
                 l = out(reg) _,
                 out("rdx") _,
                 options(pure, readonly, nostack),
             );
         }
-        sub_mod_once([r0, r1, r2, r3], r4, &P)
+        [r0, r1, r2, r3]
+    }
+
+    /// (a + b) mod p: add/adc, then p subtracted from a copy and the sum kept where that
+    /// borrows (cmovc).
+    #[inline(always)]
+    fn add(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+        let [mut r0, mut r1, mut r2, mut r3] = *a;
+        let (s0, s1, s2, s3): (u64, u64, u64, u64);
+        // SAFETY: register arithmetic only (add/adc/sbb/cmov exist on every x86-64 CPU).
+        unsafe {
+            asm!(
+            "xor {c:e}, {c:e}",
+            "add {r0}, {b0}",
+            "adc {r1}, {b1}",
+            "adc {r2}, {b2}",
+            "adc {r3}, {b3}",
+            "adc {c}, 0",
+            "mov {s0}, {r0}",
+            "mov {s1}, {r1}",
+            "mov {s2}, {r2}",
+            "mov {s3}, {r3}",
+            "sub {s0}, -1",
+            "sbb {s1}, {p1}",
+            "sbb {s2}, 0",
+            "sbb {s3}, {p3}",
+            "sbb {c}, 0",
+            "cmovc {s0}, {r0}",
+            "cmovc {s1}, {r1}",
+            "cmovc {s2}, {r2}",
+            "cmovc {s3}, {r3}",
+                r0 = inout(reg) r0,
+                r1 = inout(reg) r1,
+                r2 = inout(reg) r2,
+                r3 = inout(reg) r3,
+                b0 = in(reg) b[0],
+                b1 = in(reg) b[1],
+                b2 = in(reg) b[2],
+                b3 = in(reg) b[3],
+                p1 = in(reg) P[1],
+                p3 = in(reg) P[3],
+                c = out(reg) _,
+                s0 = out(reg) s0,
+                s1 = out(reg) s1,
+                s2 = out(reg) s2,
+                s3 = out(reg) s3,
+                options(pure, nomem, nostack),
+            );
+        }
+        [s0, s1, s2, s3]
+    }
+
+    /// (a - b) mod p: sub/sbb, then p added back under the borrow's mask (p's limbs are
+    /// all ones, 2^32 - 1, 0 and p3, so the masked limbs are the mask, the mask shifted,
+    /// nothing and the mask and-ed with p3).
+    #[inline(always)]
+    fn sub(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+        let [mut r0, mut r1, mut r2, mut r3] = *a;
+        // SAFETY: register arithmetic only, as in `add`.
+        unsafe {
+            asm!(
+            "sub {r0}, {b0}",
+            "sbb {r1}, {b1}",
+            "sbb {r2}, {b2}",
+            "sbb {r3}, {b3}",
+            "sbb {m}, {m}",
+            "mov {m1}, {m}",
+            "shr {m1}, 32",
+            "and {m3}, {m}",
+            "add {r0}, {m}",
+            "adc {r1}, {m1}",
+            "adc {r2}, 0",
+            "adc {r3}, {m3}",
+                r0 = inout(reg) r0,
+                r1 = inout(reg) r1,
+                r2 = inout(reg) r2,
+                r3 = inout(reg) r3,
+                b0 = in(reg) b[0],
+                b1 = in(reg) b[1],
+                b2 = in(reg) b[2],
+                b3 = in(reg) b[3],
+                m = out(reg) _,
+                m1 = out(reg) _,
+                m3 = inout(reg) P[3] => _,
+                options(pure, nomem, nostack),
+            );
+        }
+        [r0, r1, r2, r3]
     }
 }
 

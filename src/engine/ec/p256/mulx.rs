@@ -304,7 +304,6 @@ impl Arith for Mulx {
     /// borrows (cmovc).
     #[inline(always)]
     fn add(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
-        let [mut r0, mut r1, mut r2, mut r3] = *a;
         let (s0, s1, s2, s3): (u64, u64, u64, u64);
         // SAFETY: register arithmetic only (add/adc/sbb/cmov exist on every x86-64 CPU).
         unsafe {
@@ -328,10 +327,10 @@ impl Arith for Mulx {
             "cmovc {s1}, {r1}",
             "cmovc {s2}, {r2}",
             "cmovc {s3}, {r3}",
-                r0 = inout(reg) r0,
-                r1 = inout(reg) r1,
-                r2 = inout(reg) r2,
-                r3 = inout(reg) r3,
+                r0 = inout(reg) a[0] => _,
+                r1 = inout(reg) a[1] => _,
+                r2 = inout(reg) a[2] => _,
+                r3 = inout(reg) a[3] => _,
                 b0 = in(reg) b[0],
                 b1 = in(reg) b[1],
                 b2 = in(reg) b[2],

@@ -3,7 +3,9 @@
 //! so a branch or a memory index that depends on them is reported as a use of an
 //! uninitialised value. Covered for both field families (`portable`, and `mulx`, whose
 //! instructions valgrind executes): the nonce's conversion, the comb's recoding, table scan,
-//! additions and final inversion (k·G), the scalar inversion and s = k⁻¹·(z + r·d). The
+//! additions and final inversion (k·G), the scalar inversion and s = k⁻¹·(z + r·d). Both
+//! inversions are blinded (a fresh random factor): the blinded products alone are declassified
+//! by the signer (`engine::ct::declassify`) before their variable-time inversion. The
 //! signatures are released values: marked defined, then verified with the p256 crate.
 //!
 //! Run by hand: `cargo nextest run --test constant_time_p256` (needs valgrind).
@@ -65,7 +67,8 @@ fn payload() {
     for (name, run) in [
         (
             "portable",
-            sign_ct::<Portable> as fn(&[u8; 32], &[u8; 32], &[u8; 32]) -> ([u8; 32], [u8; 32], [u8; 32]),
+            sign_ct::<Portable>
+                as fn(&[u8; 32], &[u8; 32], &[u8; 32], &[u8; 128]) -> ([u8; 32], [u8; 32], [u8; 32]),
         ),
         ("mulx", sign_ct::<ferrohsm::engine::ec::p256::mulx::Mulx>),
     ] {
@@ -74,9 +77,13 @@ fn payload() {
             let k = scalar();
             let z = scalar();
             let key = p256::ecdsa::SigningKey::from_slice(&d).unwrap();
+            // The blinding bytes are fresh randomness, not secret-derived: left defined. The
+            // blinded values are declassified by the signer (`engine::ct`), nothing else.
+            let mut blind = [0u8; 128];
+            getrandom::fill(&mut blind).unwrap();
             valgrind::undefined(&d);
             valgrind::undefined(&k);
-            let (r, s, s_inv) = run(&d, &z, &k);
+            let (r, s, s_inv) = run(&d, &z, &k, &blind);
             valgrind::defined(&r);
             valgrind::defined(&s);
             valgrind::defined(&s_inv);

@@ -5,6 +5,7 @@
 //! the registry and the selection); this file,
 //! the scheduler, the statistics and the self-test work through the seam only.
 
+pub mod ct;
 pub mod ec;
 pub mod kernel;
 mod keygen;

@@ -88,6 +88,31 @@ impl<const L: usize, const S: usize> Modulus<L, S> {
         r
     }
 
+    /// a⁻¹ mod m for a < m (0 for 0), in variable time: only for public or blinded values
+    /// (`invert_blinded`). libsecp256k1's variable-time variant: the paper's divstep (δ from
+    /// 1), runs of zeros in g skipped at once, up to 6 bits of g cleared per step, and the
+    /// loop left as soon as g is 0.
+    pub fn invert_vartime(&self, a: &[u64; L]) -> [u64; L] {
+        let mut f = self.m;
+        let mut g = to_s62::<L, S>(a);
+        let mut d = [0i64; S];
+        let mut e = [0i64; S];
+        e[0] = 1;
+        let mut eta: i64 = -1;
+        // The paper's bound for 64·L bits, in batches, twice over: g reaches 0 well before.
+        for _ in 0..2 * ((49 * 64 * L + 57) / 17).div_ceil(62) {
+            let t;
+            (eta, t) = divsteps_62_var(eta, low64(&f), low64(&g));
+            self.update_de(&mut d, &mut e, &t);
+            update_fg(&mut f, &mut g, &t);
+            if g.iter().all(|&l| l == 0) {
+                break;
+            }
+        }
+        self.normalize(&mut d, f[S - 1] >> 63);
+        from_s62(&d)
+    }
+
     /// [d, e] ← t·[d, e] / 2^62 (mod m), for d and e in (-2m, m); the results are in the same
     /// range (the bounds of libsecp256k1's safegcd explanation, section 4).
     #[inline(always)]
@@ -182,6 +207,46 @@ fn divsteps_62(mut zeta: i64, f0: u64, g0: u64, original: u64) -> (i64, [i64; 4]
         v <<= 1;
     }
     (zeta, [u as i64, v as i64, q as i64, r as i64])
+}
+
+/// `divsteps_62` with the paper's divstep in variable time (libsecp256k1's
+/// `modinv64_divsteps_62_var`): η = -δ; a run of zeros at g's bottom is that many steps at
+/// once; with g odd, one multiple of f clears up to 4 (η ≥ 0) or 6 (after a swap) low bits
+/// of g, w = -g/f modulo 2^k from f's inverse modulo 2^k (f·(f² - 2) is -f⁻¹ mod 64; f + ((f +
+/// 1) & 4)·2 is f⁻¹ mod 16), k bounded by the steps left and by η + 1.
+fn divsteps_62_var(mut eta: i64, f0: u64, g0: u64) -> (i64, [i64; 4]) {
+    let (mut u, mut v, mut q, mut r) = (1u64, 0u64, 0u64, 1u64);
+    let (mut f, mut g) = (f0, g0);
+    let mut i: u32 = 62;
+    loop {
+        let zeros = (g | (u64::MAX << i)).trailing_zeros();
+        g >>= zeros;
+        u <<= zeros;
+        v <<= zeros;
+        eta -= zeros as i64;
+        i -= zeros;
+        if i == 0 {
+            break;
+        }
+        let w = if eta < 0 {
+            eta = -eta;
+            (f, g) = (g, f.wrapping_neg());
+            (u, q) = (q, u.wrapping_neg());
+            (v, r) = (r, v.wrapping_neg());
+            let limit = (eta as u64 + 1).min(i as u64);
+            let m = (u64::MAX >> (64 - limit)) & 63;
+            f.wrapping_mul(g).wrapping_mul(f.wrapping_mul(f).wrapping_sub(2)) & m
+        } else {
+            let limit = (eta as u64 + 1).min(i as u64);
+            let m = (u64::MAX >> (64 - limit)) & 15;
+            let inv = f.wrapping_add((f.wrapping_add(1) & 4) << 1);
+            inv.wrapping_neg().wrapping_mul(g) & m
+        };
+        g = g.wrapping_add(f.wrapping_mul(w));
+        q = q.wrapping_add(u.wrapping_mul(w));
+        r = r.wrapping_add(v.wrapping_mul(w));
+    }
+    (eta, [u as i64, v as i64, q as i64, r as i64])
 }
 
 /// [f, g] ← t·[f, g] / 2^62 (exact: t was made so).
@@ -340,7 +405,9 @@ mod tests {
                 vals.push(v);
             }
             for v in vals.into_iter().filter(|v| lt(v, &m) == 1) {
-                assert_eq!(md.invert(&v), reference(&m, &v), "{v:x?}");
+                let want = reference(&m, &v);
+                assert_eq!(md.invert(&v), want, "{v:x?}");
+                assert_eq!(md.invert_vartime(&v), want, "vartime {v:x?}");
             }
         }
     }

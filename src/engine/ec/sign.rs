@@ -38,6 +38,10 @@ use primeorder::{AffinePoint, PrimeCurveParams, ProjectivePoint};
 use std::sync::LazyLock;
 use zeroize::{Zeroize, Zeroizing};
 
+/// Fresh random bytes drawn with each signature for the blinding factors of its inversions
+/// (`SignCurve::r_s`); drawn in the same call as the nonce's fresh input.
+pub type Blind = [u8; 128];
+
 /// Comb width: digits are odd, |d| < 2^W, 2^(W-1) table entries per window.
 const W: usize = 6;
 
@@ -49,12 +53,15 @@ pub trait SignCurve: PrimeCurveParams + EcdsaCurve + DigestAlgorithm {
     /// (r, s, s⁻¹) for nonce k, private key d and z (bits2int of the hash, reduced), constant
     /// time in k and d; r or s may be zero (the caller then draws another k). One inversion
     /// serves k⁻¹ and the check's s⁻¹: with w = z + r·d and t = (k·w)⁻¹, k⁻¹ = w·t,
-    /// s = k⁻¹·w, s⁻¹ = k²·t (s⁻¹ is public, as s is; w = 0 gives s = 0).
+    /// s = k⁻¹·w, s⁻¹ = k²·t (s⁻¹ is public, as s is; w = 0 gives s = 0). `blind`: fresh
+    /// random bytes a curve may blind its inversions with (P-256 does); others ignore them.
     fn r_s(
         d: &NonZeroScalar<Self>,
         zs: &Scalar<Self>,
         k: &NonZeroScalar<Self>,
+        blind: &Blind,
     ) -> (Scalar<Self>, Scalar<Self>, Scalar<Self>) {
+        let _ = blind;
         let r = <Scalar<Self> as Reduce<FieldBytes<Self>>>::reduce(&Self::mul_x(k));
         let k: &Scalar<Self> = k.as_ref();
         let w = Zeroizing::new(*zs + r * d.as_ref());
@@ -173,13 +180,14 @@ impl SignCurve for p256::NistP256 {
         d: &NonZeroScalar<Self>,
         zs: &Scalar<Self>,
         k: &NonZeroScalar<Self>,
+        blind: &Blind,
     ) -> (Scalar<Self>, Scalar<Self>, Scalar<Self>) {
         let db = Zeroizing::new(<[u8; 32]>::from(d.to_repr()));
         let kb = Zeroizing::new(<[u8; 32]>::from(k.to_repr()));
         let scalar = |b: [u8; 32]| Option::<Scalar<Self>>::from(Scalar::<Self>::from_repr(b.into()));
         // d and k are in [1, n - 1] (NonZeroScalar) and r, s below n: every conversion succeeds;
         // a zero r or s comes back as zero, as from the generic path.
-        p256_engine::sign(&db, &zs.to_repr().into(), &kb)
+        p256_engine::sign(&db, &zs.to_repr().into(), &kb, blind)
             .and_then(|(r, s, s_inv)| Some((scalar(r)?, scalar(s)?, scalar(s_inv)?)))
             .unwrap_or((Scalar::<Self>::ZERO, Scalar::<Self>::ZERO, Scalar::<Self>::ZERO))
     }
@@ -336,11 +344,13 @@ fn add_mixed<C: PrimeCurveParams>(
 ///
 /// Returns the signature and s⁻¹, which the check before release may use in place of its own
 /// inversion (`engine::ec::check::verify_hinted`, which first confirms s·s⁻¹ ≡ 1).
+/// `blind`: fresh random bytes for the blinded inversions (`SignCurve::r_s`).
 pub fn sign<C: SignCurve>(
     d: &NonZeroScalar<C>,
     z: &[u8],
     hash: &[u8],
     ad: &[u8],
+    blind: &Blind,
 ) -> (Signature<C>, Scalar<C>) {
     let x = Zeroizing::new(d.to_repr());
     let order = C::ORDER;
@@ -359,7 +369,7 @@ pub fn sign<C: SignCurve>(
             continue;
         };
         let k = Zeroizing::new(k);
-        let (r, s, mut s_inv) = C::r_s(d, &zs, &k);
+        let (r, s, mut s_inv) = C::r_s(d, &zs, &k, blind);
         #[cfg(test)]
         let (r, s) = fault::apply::<C>(r, s, d, &zs, &k);
         if let Ok(mut sig) = Signature::<C>::from_scalars(r, s) {
@@ -522,7 +532,15 @@ mod tests {
                         zfull[0] &= 1;
                     }
                     let ad = random(len);
-                    let (ours, s_inv) = sign::<$curve>(&d, &zfull, &zfull, &ad);
+                    // Blinding bytes: random, and the edges (all zero: the factor 1; all
+                    // ones: both halves above the moduli). The signature must not depend on them.
+                    let mut blind: Blind = random(128).try_into().unwrap();
+                    match round {
+                        0 => blind = [0; 128],
+                        1 => blind = [0xff; 128],
+                        _ => {}
+                    }
+                    let (ours, s_inv) = sign::<$curve>(&d, &zfull, &zfull, &ad, &blind);
                     let (theirs, _) = sign_prehashed_rfc6979::<$curve, <$curve as DigestAlgorithm>::Digest>(
                         &d, &zfull, &ad,
                     );
@@ -553,11 +571,11 @@ mod tests {
         let mut h2 = h1.clone();
         h2[63] ^= 1;
         let z = |h: &[u8]| crate::mechanism::ec_params::bits2int(h, crate::mechanism::ec_params::Curve::P521);
-        let (s1, _) = sign::<C>(&d, &z(&h1), &h1, &ad);
-        let (s2, _) = sign::<C>(&d, &z(&h2), &h2, &ad);
+        let (s1, _) = sign::<C>(&d, &z(&h1), &h1, &ad, &[7; 128]);
+        let (s2, _) = sign::<C>(&d, &z(&h2), &h2, &ad, &[7; 128]);
         assert_ne!(s1.r(), s2.r());
         // The same hash and added data give the same signature (the nonce is deterministic).
-        assert_eq!(sign::<C>(&d, &z(&h1), &h1, &ad).0, s1);
+        assert_eq!(sign::<C>(&d, &z(&h1), &h1, &ad, &[7; 128]).0, s1);
     }
 
     agrees_with_ecdsa!(p256_agrees_with_ecdsa, p256::NistP256);

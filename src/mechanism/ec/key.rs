@@ -68,10 +68,15 @@ macro_rules! weierstrass {
 /// signature escapes; a random one alone rests on the RNG. Both together need both to fail.
 macro_rules! ecdsa_sign_checked {
     ($c:ident, $k:expr, $t:expr, $z:expr, $hash:expr) => {{
-        // The fresh input, as `sign_prehash_with_rng` draws it: the scalar's length.
-        let mut ad = Zeroizing::new(vec![0u8; $c::FieldBytes::default().len()]);
-        getrandom::fill(&mut ad).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
-        let (sig, s_inv): ($c::ecdsa::Signature, _) = ec_sign::sign($k.as_nonzero_scalar(), $z, $hash, &ad);
+        // The fresh input, as `sign_prehash_with_rng` draws it (the scalar's length), and the
+        // blinding factors' bytes (`ec_sign::Blind`), in one call.
+        let len = $c::FieldBytes::default().len();
+        let mut fresh = Zeroizing::new(vec![0u8; len + std::mem::size_of::<ec_sign::Blind>()]);
+        getrandom::fill(&mut fresh).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
+        let (ad, blind) = fresh.split_at(len);
+        let blind: &ec_sign::Blind = blind.try_into().expect("the blinding bytes' length");
+        let (sig, s_inv): ($c::ecdsa::Signature, _) =
+            ec_sign::sign($k.as_nonzero_scalar(), $z, $hash, ad, blind);
         release_checked(sig.to_bytes().to_vec(), |s| {
             ecdsa_verify!($c, $k.verifying_key(), $t, $z, s, Some(&s_inv)).map_err(|_| ())
         })

@@ -96,12 +96,11 @@ pub fn verify<A: Arith>(
     if rs.is_zero_vartime() || ss.is_zero_vartime() {
         return false;
     }
-    // s is public, but the constant-time divsteps (`engine::ec::safegcd`) are faster than
-    // the p256 crate's variable-time safegcd (measured: benches/p256.rs).
+    // s is public: the variable-time divsteps (`engine::ec::safegcd`).
     let s_inv = s_inv
         .and_then(Scalar::from_be)
         .filter(|h| h.mul(&ss) == Scalar::ONE)
-        .unwrap_or_else(|| ss.invert());
+        .unwrap_or_else(|| ss.invert_vartime());
     let u1 = Scalar::reduce_be(z).mul(&s_inv);
     let u2 = rs.mul(&s_inv);
     let sum = lincomb::<A>(&G_TABLE, &u1.to_be(), q, &u2.to_be());

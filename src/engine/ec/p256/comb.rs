@@ -110,6 +110,17 @@ impl Comb {
     /// x(k·G) as big-endian bytes, for big-endian k in [1, n - 1], in constant time, computed
     /// by family `A`.
     pub fn mul_x<A: Arith>(&self, k_be: &[u8; 32]) -> [u8; 32] {
+        self.mul::<A>(k_be).x_affine()
+    }
+
+    /// `mul_x` with Z⁻¹ by the blinded inversion (factor `b`, from fresh randomness): what the
+    /// signer runs.
+    pub fn mul_x_blinded<A: Arith>(&self, k_be: &[u8; 32], b: &Fe<A>) -> [u8; 32] {
+        self.mul::<A>(k_be).x_affine_blinded(b)
+    }
+
+    /// ±k·G in Jacobian coordinates (the sign is k's or n - k's, whichever is odd).
+    fn mul<A: Arith>(&self, k_be: &[u8; 32]) -> Jac<A> {
         let mut k = limbs_from_be(k_be);
         // n - k, and k replaced by it when k is even (n is odd, so one of them is odd).
         let mut neg = [0u64; 4];
@@ -119,7 +130,9 @@ impl Comb {
             neg[i] = t as u64;
             borrow = (t >> 127) as u64;
         }
-        let even = (k[0] & 1).wrapping_sub(1);
+        // The barrier keeps LLVM from branching on the parity (valgrind saw it do so once
+        // `mul` became its own function).
+        let even = barrier((k[0] & 1).wrapping_sub(1));
         for i in 0..4 {
             k[i] = (k[i] & !even) | (neg[i] & even);
         }
@@ -171,7 +184,7 @@ impl Comb {
             }
         }
         k.zeroize();
-        acc.x_affine()
+        acc
     }
 }
 

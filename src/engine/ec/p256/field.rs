@@ -357,6 +357,40 @@ impl<A: Arith> Fe<A> {
     }
 }
 
+impl<A: Arith> Fe<A> {
+    /// self⁻¹ (0 for 0) in variable time: public values only.
+    pub fn invert_vartime(&self) -> Fe<A> {
+        Fe::<A>::from_limbs(MODULUS.invert_vartime(&self.0)).mul(&Fe::from_limbs(R3))
+    }
+
+    /// A blinding factor from 64 fresh random bytes: their integer modulo p (statistically
+    /// uniform: 512 bits reduced), one where that is zero (probability 2^-256).
+    pub fn blinding(b: &[u8; 64]) -> Fe<A> {
+        // The 512-bit big-endian integer: high half first.
+        let hi = sub_mod_once(limbs_from_be(b[..32].try_into().expect("32 bytes")), 0, &P);
+        let lo = sub_mod_once(limbs_from_be(b[32..].try_into().expect("32 bytes")), 0, &P);
+        // hi·2^256 + lo: Montgomery's product of hi and R² is hi·R = hi·2^256 (mod p).
+        let v = Fe::<A>::from_limbs(lo).add(&Fe::from_limbs(hi).mul(&Fe::from_limbs(R2)));
+        if v.is_zero_vartime() {
+            Fe::ONE
+        } else {
+            v
+        }
+    }
+
+    /// self⁻¹ (0 for 0) for a secret self, by the variable-time inversion of self·b for a
+    /// fresh blinding factor b (`blinding`), then times b. self·b is uniformly random whatever
+    /// self is (b is, and self ≠ 0; 0 stays 0), so the inversion's time tells nothing of self:
+    /// 0.65 µs where the constant-time divsteps take 1.6 µs (benches/p256.rs, Xeon).
+    pub fn invert_blinded(&self, b: &Fe<A>) -> Fe<A> {
+        let mut c = self.mul(b);
+        crate::engine::ct::declassify(&c);
+        let r = c.invert_vartime().mul(b);
+        c.zeroize();
+        r
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -445,12 +479,48 @@ pub(crate) mod tests {
             let x = ours::<A>(a);
             let inv = Option::<Ref>::from(theirs(a).invert()).unwrap_or(Ref::ZERO);
             same(x.invert(), inv);
+            same(x.invert_vartime(), inv);
+            let mut wide = [0u8; 64];
+            getrandom::fill(&mut wide).unwrap();
+            same(x.invert_blinded(&Fe::blinding(&wide)), inv);
+            same(x.invert_blinded(&Fe::blinding(&[0; 64])), inv);
+            same(x.invert_blinded(&Fe::blinding(&[0xff; 64])), inv);
             if !x.is_zero_vartime() {
                 assert_eq!(x.mul(&x.invert()), Fe::ONE);
             }
             assert_eq!(x.is_zero_mask() == u64::MAX, x.is_zero_vartime());
             assert_eq!(Fe::select(0, &x, &Fe::ONE), x);
             assert_eq!(Fe::select(u64::MAX, &x, &Fe::ONE), Fe::ONE);
+        }
+    }
+
+    /// A blinding factor is its 64 bytes' integer modulo p (one for zero).
+    #[test]
+    fn blinding_is_the_wide_integer_mod_p() {
+        // The 256-bit halves reduced by one subtraction of p (both below 2p), combined with
+        // the p256 crate's arithmetic: hi·2^256 + lo.
+        let half = |h: &[u8]| {
+            let mut l = limbs_from_be(h.try_into().unwrap());
+            if lt(&l, &P) == 0 {
+                l = sub_mod(&l, &P, &[0; 4]);
+            }
+            theirs(&limbs_to_be(&l))
+        };
+        let two256 = theirs(&limbs_to_be(&r_mod(&P)));
+        let mut rnd = [0u8; 64];
+        getrandom::fill(&mut rnd).unwrap();
+        let mut top = [0xffu8; 64];
+        top[32..].copy_from_slice(&limbs_to_be(&P));
+        for b in [[0u8; 64], [0xff; 64], [1; 64], rnd, top] {
+            let want = half(&b[..32]) * two256 + half(&b[32..]);
+            let got = Fe::<Portable>::blinding(&b);
+            // The factor is used as a Montgomery form: its limbs are the integer.
+            let limbs = limbs_to_be(&got.0);
+            if want == Ref::ZERO {
+                assert_eq!(got, Fe::ONE);
+            } else {
+                assert_eq!(limbs.as_slice(), want.to_repr().as_slice());
+            }
         }
     }
 

@@ -114,6 +114,12 @@ impl<A: Arith> Jac<A> {
         let zi = self.z.invert();
         self.x.mul(&zi.sqr()).to_be()
     }
+
+    /// `x_affine` with Z⁻¹ by the blinded inversion (`Fe::invert_blinded`, factor `b`).
+    pub fn x_affine_blinded(&self, b: &Fe<A>) -> [u8; 32] {
+        let zi = self.z.invert_blinded(b);
+        self.x.mul(&zi.sqr()).to_be()
+    }
 }
 
 #[cfg(test)]

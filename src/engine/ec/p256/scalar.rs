@@ -110,6 +110,34 @@ impl Scalar {
         r
     }
 
+    /// self⁻¹ (0 for 0) in variable time: public values only (s in the check).
+    pub fn invert_vartime(&self) -> Scalar {
+        Scalar(MODULUS.invert_vartime(&self.0)).mul(&Scalar(R3))
+    }
+
+    /// A blinding factor modulo n from 64 fresh random bytes, as `Fe::blinding`.
+    pub fn blinding(b: &[u8; 64]) -> Scalar {
+        // The 512-bit big-endian integer: high half first.
+        let hi = sub_mod_once(limbs_from_be(b[..32].try_into().expect("32 bytes")), 0, &N);
+        let lo = sub_mod_once(limbs_from_be(b[32..].try_into().expect("32 bytes")), 0, &N);
+        let v = Scalar(lo).add(&Scalar(hi).mul(&Scalar(R2)));
+        if v.is_zero_vartime() {
+            Scalar::ONE
+        } else {
+            v
+        }
+    }
+
+    /// self⁻¹ (0 for 0) for a secret self: the variable-time inversion of self·b, times b,
+    /// as `Fe::invert_blinded`.
+    pub fn invert_blinded(&self, b: &Scalar) -> Scalar {
+        let mut c = self.mul(b);
+        crate::engine::ct::declassify(&c);
+        let r = c.invert_vartime().mul(b);
+        c.zeroize();
+        r
+    }
+
     /// Whether zero (variable time: for public values).
     pub fn is_zero_vartime(&self) -> bool {
         self.0 == [0; 4]
@@ -175,6 +203,13 @@ mod tests {
             let x = Scalar::from_be(a).unwrap();
             let inv = Option::<Ref>::from(theirs(a).invert()).unwrap_or(Ref::ZERO);
             assert_eq!(x.invert().to_be().as_slice(), inv.to_repr().as_slice());
+            assert_eq!(x.invert_vartime().to_be().as_slice(), inv.to_repr().as_slice());
+            let mut wide = [0u8; 64];
+            getrandom::fill(&mut wide).unwrap();
+            for b in [wide, [0; 64], [0xff; 64]] {
+                let got = x.invert_blinded(&Scalar::blinding(&b));
+                assert_eq!(got.to_be().as_slice(), inv.to_repr().as_slice());
+            }
         }
         // Reduction of any 256-bit value (n, n + 1, 2^256 - 1 among them).
         let mut wide = vec![

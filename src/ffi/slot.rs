@@ -137,7 +137,7 @@ ck_fn!(
         // SAFETY: the caller's count, NULL or valid per PKCS#11.
         let count = unsafe { out(count) }?;
         l.0.token(slot)?;
-        let mechs: Vec<_> = mechanism::mechanism_list().into_iter().map(|(m, _)| m).collect();
+        let mechs: Vec<_> = mechanism::mechanism_list().iter().map(|(m, _)| *m).collect();
         // SAFETY: the caller's list, NULL or valid for `*count` mechanism types per PKCS#11.
         unsafe { write_list(&mechs, list, count) }
     }

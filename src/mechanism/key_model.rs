@@ -199,7 +199,7 @@ mod tests {
             let n = models.iter().chain(&secrets).filter(|k| *k == kt).count();
             assert_eq!(n, 1, "key type 0x{kt:x} is described {n} times");
         }
-        for (t, info) in crate::mechanism::mechanism_list() {
+        for &(t, info) in crate::mechanism::mechanism_list() {
             if info.flags & (CKF_GENERATE | CKF_GENERATE_KEY_PAIR) == 0 {
                 continue;
             }

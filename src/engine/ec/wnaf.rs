@@ -2,10 +2,21 @@
 //! of the signature check (every curve): odd digits, |d| < 2^(w-1), nonzero digits at least w
 //! positions apart, so a table of 2^(w-2) odd multiples serves every digit by its sign.
 
-/// Width-w NAF of the big-endian scalar `be` into `out` (least significant digit first).
-/// Variable time: for public scalars only.
+/// Width-w NAF of the big-endian scalar `be` (up to 72 bytes) into `out` (least significant
+/// digit first; `out` must hold zeros). Variable time: for public scalars only.
+///
+/// A run of zero digits is skipped at once: with c the carry of the last negative digit, the
+/// value left at `pos` is the scalar's bits from `pos` plus c, and its trailing zeros are
+/// that many zero digits after which the value left is again the bits from there plus c (the
+/// carry ripples through the ones it passes, or there was none). Bit by bit, this recoding
+/// was 3% of a P-256 signature with its check.
 pub fn wnaf(be: &[u8], w: usize, out: &mut [i8]) {
-    let mut limbs = vec![0u64; be.len().div_ceil(8) + 1];
+    // One zero limb past the scalar: a window read at its top finds zeros.
+    let mut limbs = [0u64; 10];
+    assert!(
+        be.len() <= 8 * (limbs.len() - 1),
+        "wnaf: scalar longer than 72 bytes"
+    );
     for (i, b) in be.iter().rev().enumerate() {
         limbs[i / 8] |= u64::from(*b) << (8 * (i % 8));
     }
@@ -15,16 +26,19 @@ pub fn wnaf(be: &[u8], w: usize, out: &mut [i8]) {
     let mut carry = 0u64;
     while pos < out.len() {
         let (idx, bit) = (pos / 64, pos % 64);
-        let buf = if bit + w <= 64 || idx + 1 >= limbs.len() {
-            limbs.get(idx).copied().unwrap_or(0) >> bit
-        } else {
-            (limbs[idx] >> bit) | (limbs[idx + 1] << (64 - bit))
+        let buf = match (limbs.get(idx), limbs.get(idx + 1)) {
+            (None, _) => 0,
+            (Some(&lo), Some(&hi)) if bit > 0 => (lo >> bit) | (hi << (64 - bit)),
+            (Some(&lo), _) => lo >> bit,
         };
-        let window = carry + (buf & mask);
-        if window & 1 == 0 {
-            pos += 1;
+        let x = buf.wrapping_add(carry);
+        if x & 1 == 0 {
+            // x = 0: 64 zero digits (all zero bits, or a carry through 64 ones).
+            pos += x.trailing_zeros() as usize;
             continue;
         }
+        // x odd: the carry stopped at bit 0 (buf was even) or there was none.
+        let window = x & mask;
         if window < width / 2 {
             carry = 0;
             out[pos] = window as i8;
@@ -44,6 +58,71 @@ mod tests {
         let mut v = vec![0u8; n];
         getrandom::fill(&mut v).unwrap();
         v
+    }
+
+    /// Σ d_i·2^i of the digits equals the scalar, for scalars of 32, 48 and 66 bytes with
+    /// runs of ones and zeros (the carry through a run, the top limb), checked on limbs: the
+    /// positive digits' sum equals the scalar plus the negative digits' magnitudes.
+    #[test]
+    fn wnaf_digits_rebuild_long_scalars() {
+        fn add_at(acc: &mut [u64; 11], v: u64, i: usize) {
+            let (limb, sh) = (i / 64, i % 64);
+            let wide = (v as u128) << sh;
+            let mut c = 0u128;
+            for (k, part) in [wide as u64, (wide >> 64) as u64].into_iter().enumerate() {
+                c += acc[limb + k] as u128 + part as u128;
+                acc[limb + k] = c as u64;
+                c >>= 64;
+            }
+            let mut k = limb + 2;
+            while c != 0 {
+                c += acc[k] as u128;
+                acc[k] = c as u64;
+                c >>= 64;
+                k += 1;
+            }
+        }
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for len in [32usize, 48, 66] {
+            cases.push(vec![0xff; len]);
+            cases.push(vec![0x80; len]);
+            let mut v = vec![0u8; len];
+            v[0] = 1;
+            cases.push(v);
+            let mut v = vec![0xffu8; len];
+            v[len / 2] = 0;
+            cases.push(v);
+            for _ in 0..200 {
+                let mut v = random(len);
+                // Runs: some bytes forced to all ones or zeros.
+                for b in v.iter_mut().step_by(3) {
+                    *b = if *b & 1 == 0 { 0 } else { 0xff };
+                }
+                cases.push(v);
+                cases.push(random(len));
+            }
+        }
+        for be in cases {
+            for w in [5, 6, 8] {
+                let mut out = vec![0i8; be.len() * 8 + 1];
+                wnaf(&be, w, &mut out);
+                let (mut pos, mut neg) = ([0u64; 11], [0u64; 11]);
+                for (i, d) in out.iter().enumerate() {
+                    if *d != 0 {
+                        assert!(d % 2 != 0 && (d.unsigned_abs() as u32) < (1 << (w - 1)));
+                        add_at(
+                            if *d > 0 { &mut pos } else { &mut neg },
+                            d.unsigned_abs() as u64,
+                            i,
+                        );
+                    }
+                }
+                for (i, b) in be.iter().rev().enumerate() {
+                    add_at(&mut neg, u64::from(*b), 8 * i);
+                }
+                assert_eq!(pos, neg, "w = {w}, scalar {be:02x?}");
+            }
+        }
     }
 
     #[test]

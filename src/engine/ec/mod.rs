@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod p256;
+pub mod rfc6979;
 pub mod safegcd;
 pub mod sign;
 pub mod wnaf;

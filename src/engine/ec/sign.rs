@@ -24,6 +24,7 @@
 //! cannot give back a k already used).
 
 use crate::engine::ec::p256 as p256_engine;
+use crate::engine::ec::rfc6979::Nonces;
 use ecdsa::{DigestAlgorithm, EcdsaCurve, Signature};
 use elliptic_curve::{
     ff::{Field, PrimeField},
@@ -34,6 +35,7 @@ use elliptic_curve::{
     subtle::{Choice, ConditionallySelectable, ConstantTimeEq},
     FieldBytes, NonZeroScalar, Scalar,
 };
+use hmac::EagerHash;
 use primeorder::{AffinePoint, PrimeCurveParams, ProjectivePoint};
 use std::sync::LazyLock;
 use zeroize::{Zeroize, Zeroizing};
@@ -351,20 +353,36 @@ pub fn sign<C: SignCurve>(
     hash: &[u8],
     ad: &[u8],
     blind: &Blind,
-) -> (Signature<C>, Scalar<C>) {
+) -> (Signature<C>, Scalar<C>)
+where
+    C::Digest: EagerHash,
+{
     let x = Zeroizing::new(d.to_repr());
     let order = C::ORDER;
     // An empty hash is bits2int'ed to zero: the generator gets z's zeros (it wants bytes).
     let h = if hash.is_empty() { z } else { hash };
-    let mut kgen = rfc6979::KGenerator::<C::Digest, C::Uint>::new(&x, h, ad, &order);
     let mut zb = FieldBytes::<C>::default();
     let len = zb.len();
     let pad = len.saturating_sub(z.len());
     zb[pad..].copy_from_slice(&z[..z.len().min(len)]);
     let zs = <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&zb);
+    // The nonce generator: ours where n has 8·len bits (P-256, P-384), bits2octets(h) being
+    // h's leftmost len bytes (left-padded) reduced mod n; the crate's for P-521.
+    let mut kgen = if <Scalar<C> as elliptic_curve::ff::PrimeField>::NUM_BITS as usize == 8 * len {
+        let mut hb = FieldBytes::<C>::default();
+        let hpad = len.saturating_sub(h.len());
+        hb[hpad..].copy_from_slice(&h[..h.len().min(len)]);
+        let h1 = <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&hb).to_repr();
+        NonceGen::Ours(Nonces::<C::Digest>::new(&x, &h1, ad))
+    } else {
+        NonceGen::Crate(rfc6979::KGenerator::<C::Digest, C::Uint>::new(&x, h, ad, &order))
+    };
     loop {
         let mut kb = Zeroizing::new(FieldBytes::<C>::default());
-        kgen.fill_next_k(&mut kb);
+        match &mut kgen {
+            NonceGen::Ours(n) => n.next(&mut kb),
+            NonceGen::Crate(g) => g.fill_next_k(&mut kb),
+        }
         let Some(k) = Option::<NonZeroScalar<C>>::from(NonZeroScalar::<C>::from_repr(*kb)) else {
             continue;
         };
@@ -381,6 +399,12 @@ pub fn sign<C: SignCurve>(
             return (sig, s_inv);
         }
     }
+}
+
+/// RFC 6979's generator: `engine::ec::rfc6979` where it applies, else the crate's.
+enum NonceGen<'a, D: EagerHash, U> {
+    Ours(Nonces<D>),
+    Crate(rfc6979::KGenerator<'a, D, U>),
 }
 
 /// Fault injection for the tests (compiled only into unit tests): what a glitch in the signer
@@ -550,6 +574,38 @@ mod tests {
                 }
             }
         };
+    }
+
+    /// Hashes longer and shorter than the scalar (SHA-512 and SHA-1 lengths on P-256, SHA-512
+    /// on P-384), as `mechanism::ec` passes them (z = bits2int of the hash, the hash itself):
+    /// the same signatures as the ecdsa crate's from the hash, so the nonce generator's
+    /// bits2octets agrees with the crate's on them.
+    #[test]
+    fn hashes_of_other_lengths_sign_like_the_ecdsa_crate() {
+        use crate::mechanism::ec_params::{bits2int, Curve as EcCurve};
+        macro_rules! case {
+            ($curve:ty, $which:expr, $len:expr, $hlens:expr) => {
+                for hlen in $hlens {
+                    let d = loop {
+                        let mut b = FieldBytes::<$curve>::default();
+                        b.copy_from_slice(&random($len));
+                        if let Some(s) = Option::<NonZeroScalar<$curve>>::from(NonZeroScalar::from_repr(b)) {
+                            break s;
+                        }
+                    };
+                    let (hash, ad) = (random(hlen), random($len));
+                    let z = bits2int(&hash, $which);
+                    let (ours, _) = sign::<$curve>(&d, &z, &hash, &ad, &[9; 128]);
+                    let (theirs, _) =
+                        sign_prehashed_rfc6979::<$curve, <$curve as DigestAlgorithm>::Digest>(&d, &hash, &ad);
+                    assert_eq!(ours, theirs, "hash of {hlen} bytes");
+                }
+            };
+        }
+        for _ in 0..10 {
+            case!(p256::NistP256, EcCurve::P256, 32, [64usize, 20, 48]);
+            case!(p384::NistP384, EcCurve::P384, 48, [64usize, 32]);
+        }
     }
 
     /// P-521 with SHA-512: two hashes that differ only in their last bit, signed with the same

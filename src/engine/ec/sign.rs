@@ -20,8 +20,9 @@
 //! P-384 147 -> 91 µs (widths 4 and 5 were slower). The table is made once per process on
 //! first use: 200 kB on P-384, 367 kB on P-521. Zeroized: k, -k, k's bytes
 //! and inverse, the selected table bytes. Not: the digits (registers), the decoded points and
-//! the running sum (field elements without Zeroize), and rfc6979's generator state (which
-//! cannot give back a k already used).
+//! the running sum (field elements without Zeroize), and the rfc6979 crate's generator state
+//! on P-521 (which cannot give back a k already used; `engine::ec::rfc6979`, which serves
+//! P-256 and P-384, zeroizes its V and its keyed HMAC state).
 
 use crate::engine::ec::p256 as p256_engine;
 use crate::engine::ec::rfc6979::Nonces;

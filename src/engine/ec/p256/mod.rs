@@ -9,9 +9,11 @@
 //!   adding q·p costs two products; a dedicated square (10 products); add, sub and selects
 //!   inlined and branch-free.
 //! - `scalar`: general Montgomery modulo n.
-//! - Both invert by our constant-time Bernstein–Yang divsteps (`engine::ec::safegcd`): 2.2 µs
+//! - Both invert by Bernstein–Yang divsteps (`engine::ec::safegcd`): 2.2 µs constant-time
 //!   where Fermat's chains took 5.4 µs (p) and 9.5 µs (n); the p256 crate's "constant-time"
-//!   safegcd was refused (valgrind sees its jump_step branch on the secret k).
+//!   safegcd was refused (valgrind sees its jump_step branch on the secret k). The signer now
+//!   inverts blinded values (times a fresh random factor) by the variable-time divsteps
+//!   (`sign_ct`), the check its public s likewise.
 //! - `comb`: k·G with no doublings (a mixed addition per 6-bit window, every table entry read
 //!   under a mask), one inversion at the end.
 //! - `check`: the segment-table double-scalar multiplication of `engine::ec::check`, on

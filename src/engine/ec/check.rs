@@ -128,6 +128,13 @@ pub struct KeyTable<C: PrimeCurveParams> {
     pts: Vec<(C::FieldElement, C::FieldElement)>,
 }
 
+impl<C: PrimeCurveParams> KeyTable<C> {
+    /// Bytes of a key's table: what caching a prepared key of this curve costs beyond the key.
+    pub fn bytes() -> usize {
+        SEG * (1 << (W_Q - 2)) * std::mem::size_of::<(C::FieldElement, C::FieldElement)>()
+    }
+}
+
 impl<C: GenericCurve> KeyTable<C> {
     /// The table of a public point (not the identity: `VerifyingKey` guarantees it).
     pub fn new(q: &AffinePoint<C>) -> Self {
@@ -374,6 +381,21 @@ fn lincomb<C: GenericCurve>(
 mod tests {
     use super::*;
     use ecdsa::signature::hazmat::{PrehashVerifier, RandomizedPrehashSigner};
+
+    /// The sizes the key cache charges for a table are the tables' sizes.
+    #[test]
+    fn table_sizes_are_what_the_cache_counts() {
+        let g384 = ProjectivePoint::<p384::NistP384>::GENERATOR.to_affine();
+        let t = KeyTable::<p384::NistP384>::new(&g384);
+        assert_eq!(
+            t.pts.len() * std::mem::size_of_val(&t.pts[0]),
+            KeyTable::<p384::NistP384>::bytes()
+        );
+        let g256 = ProjectivePoint::<p256::NistP256>::GENERATOR.to_affine();
+        let t = crate::engine::ec::p256::KeyTable::new(&g256);
+        assert_eq!(t.bytes_held(), crate::engine::ec::p256::KeyTable::BYTES);
+        assert_eq!(crate::engine::ec::p256::KeyTable::BYTES, 128 * 1024);
+    }
     use elliptic_curve::point::DecompressPoint;
     use elliptic_curve::subtle::Choice;
 

@@ -28,7 +28,7 @@ const PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_EC_POINT, CKA_VALUE];
 const REQUIRED_PRIVATE: &[CK_ATTRIBUTE_TYPE] = &[CKA_EC_PARAMS, CKA_VALUE];
 /// The scalar, or the RFC 8032 private key.
 const SECRET: &[CK_ATTRIBUTE_TYPE] = &[CKA_VALUE];
-/// The prepared forms of an EC key (its point tables included).
+/// The prepared forms of an EC key, without the ECDSA point table (`footprint` adds it).
 const KEY_FOOTPRINT: usize = 1024;
 
 /// The curve of an EC key's `CKA_EC_PARAMS`, which must suit its key type.
@@ -223,7 +223,14 @@ impl KeyModel for EcKeys {
         ]))
     }
 
-    fn footprint(&self, _: &Attributes, _: CK_OBJECT_CLASS) -> usize {
+    fn footprint(&self, a: &Attributes, _: CK_OBJECT_CLASS) -> usize {
+        // The ECDSA keys' point table, made on first use, is most of it (128 KiB on P-256).
         KEY_FOOTPRINT
+            + match curve_of(a) {
+                Ok(Curve::P256) => crate::engine::ec::p256::KeyTable::BYTES,
+                Ok(Curve::P384) => crate::engine::ec::check::KeyTable::<p384::NistP384>::bytes(),
+                Ok(Curve::P521) => crate::engine::ec::check::KeyTable::<p521::NistP521>::bytes(),
+                _ => 0,
+            }
     }
 }

@@ -1,8 +1,8 @@
 //! The P-256 signature check on the dedicated field: u1·G + u2·Q in variable time (every input
 //! is public), over a static table of G and a per-key table of Q, the same scheme as the
-//! generic `engine::ec::check` (which stays for P-384 and P-521):
+//! generic `engine::ec::check` (which stays for P-384 and P-521), with more segments:
 //! - each scalar is split into `SEG` segments with tables of odd multiples of 2^(L·i)·P, so a
-//!   check needs L = 33 doublings;
+//!   check needs L = 9 doublings;
 //! - wNAF digits (width `W_G` = 8 for G, `W_Q` = 5 for Q), affine entries, mixed additions;
 //! - the exceptional cases (identity, equal points) by branches;
 //! - x(R) mod n = r compared projectively (X = r·Z², or (r + n)·Z² when r + n < p).
@@ -16,16 +16,18 @@ use elliptic_curve::point::AffineCoordinates;
 use p256::{AffinePoint, ProjectivePoint};
 use std::sync::LazyLock;
 
-/// Segments per scalar: 16 halves the doublings of 8 (17 against 33, about 3 µs of a 25 µs
-/// check measured on the EPYC) for tables twice the size.
-const SEG: usize = 16;
+/// Segments per scalar: 16 halved the doublings of 8 (17 against 33, about 3 µs of a 25 µs
+/// check measured on the EPYC) for tables twice the size; 32 halves them again (9), 1.045x a
+/// whole signature through PKCS#11 on the Xeon, for 128 KiB tables (the key cache counts
+/// them: `KeyTable::BYTES`).
+const SEG: usize = 32;
 /// Doublings per check: bits per segment (257 bits: wNAF may carry one past the top).
 const L: usize = 257usize.div_ceil(SEG);
-/// wNAF width of the per-key tables (64 entries per segment: 1024 points, 64 KiB per key, made
-/// once when the key is first used): about 29 additions for u2·Q instead of 37 at width 6
-/// (check 23.1 -> 21.0 µs on the EPYC).
+/// wNAF width of the per-key tables (64 entries per segment: 2048 points, 128 KiB per key,
+/// made once when the key is first used): about 29 additions for u2·Q instead of 37 at width
+/// 6 (check 23.1 -> 21.0 µs on the EPYC).
 const W_Q: usize = 8;
-/// wNAF width of the generator's table (64 per segment: 1024 points, 64 KiB).
+/// wNAF width of the generator's table (64 per segment: 2048 points, 128 KiB).
 const W_G: usize = 8;
 // wNAF digits are i8: width 8 at most.
 const _: () = assert!(W_Q <= 8 && W_G <= 8);
@@ -43,6 +45,15 @@ pub struct KeyTable {
 static G_TABLE: LazyLock<KeyTable> = LazyLock::new(|| KeyTable::with_width(ProjectivePoint::GENERATOR, W_G));
 
 impl KeyTable {
+    /// Bytes of a key's table (two coordinates of four limbs a point): what caching a
+    /// prepared P-256 key costs beyond the key itself.
+    pub const BYTES: usize = SEG * (1 << (W_Q - 2)) * 64;
+
+    /// Bytes the table's points take.
+    pub fn bytes_held(&self) -> usize {
+        self.pts.len() * std::mem::size_of::<[[u64; 4]; 2]>()
+    }
+
     /// The table of a public point (not the identity).
     pub fn new(q: &AffinePoint) -> KeyTable {
         KeyTable::with_width(ProjectivePoint::from(*q), W_Q)

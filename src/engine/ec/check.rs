@@ -350,8 +350,8 @@ fn lincomb<C: GenericCurve>(
 ) -> Jac<C::FieldElement> {
     let l = g.l;
     let n = SEG * l;
-    let mut dg = vec![0i8; n];
-    let mut dq = vec![0i8; n];
+    let mut dg = vec![0i16; n];
+    let mut dq = vec![0i16; n];
     wnaf(u1.to_repr().as_slice(), g.w, &mut dg);
     wnaf(u2.to_repr().as_slice(), q.w, &mut dq);
     let mut acc = Jac {

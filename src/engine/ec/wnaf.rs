@@ -10,7 +10,7 @@
 /// that many zero digits after which the value left is again the bits from there plus c (the
 /// carry ripples through the ones it passes, or there was none). Bit by bit, this recoding
 /// was 3% of a P-256 signature with its check.
-pub fn wnaf(be: &[u8], w: usize, out: &mut [i8]) {
+pub fn wnaf(be: &[u8], w: usize, out: &mut [i16]) {
     // One zero limb past the scalar: a window read at its top finds zeros.
     let mut limbs = [0u64; 10];
     assert!(
@@ -41,10 +41,10 @@ pub fn wnaf(be: &[u8], w: usize, out: &mut [i8]) {
         let window = x & mask;
         if window < width / 2 {
             carry = 0;
-            out[pos] = window as i8;
+            out[pos] = window as i16;
         } else {
             carry = 1;
-            out[pos] = (window as i64 - width as i64) as i8;
+            out[pos] = (window as i64 - width as i64) as i16;
         }
         pos += w;
     }
@@ -104,7 +104,7 @@ mod tests {
         }
         for be in cases {
             for w in [5, 6, 8] {
-                let mut out = vec![0i8; be.len() * 8 + 1];
+                let mut out = vec![0i16; be.len() * 8 + 1];
                 wnaf(&be, w, &mut out);
                 let (mut pos, mut neg) = ([0u64; 11], [0u64; 11]);
                 for (i, d) in out.iter().enumerate() {
@@ -130,7 +130,7 @@ mod tests {
         for w in [5, 8] {
             for _ in 0..200 {
                 let be = random(16);
-                let mut out = [0i8; 16 * 8 + 1];
+                let mut out = [0i16; 16 * 8 + 1];
                 wnaf(&be, w, &mut out);
                 let mut acc: i128 = 0;
                 for d in out.iter().rev() {

@@ -305,14 +305,16 @@ impl Arith for Mulx {
     #[inline(always)]
     fn add(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
         let (s0, s1, s2, s3): (u64, u64, u64, u64);
-        // SAFETY: register arithmetic only (add/adc/sbb/cmov exist on every x86-64 CPU).
+        // SAFETY: reads the 4 limbs of b (a valid reference); otherwise register arithmetic
+        // (add/adc/sbb/cmov exist on every x86-64 CPU). 12 registers: builds that reserve more
+        // (the fuzz build's instrumentation) must still find them.
         unsafe {
             asm!(
             "xor {c:e}, {c:e}",
-            "add {r0}, {b0}",
-            "adc {r1}, {b1}",
-            "adc {r2}, {b2}",
-            "adc {r3}, {b3}",
+            "add {r0}, [{b}]",
+            "adc {r1}, [{b} + 8]",
+            "adc {r2}, [{b} + 16]",
+            "adc {r3}, [{b} + 24]",
             "adc {c}, 0",
             "mov {s0}, {r0}",
             "mov {s1}, {r1}",
@@ -331,10 +333,7 @@ impl Arith for Mulx {
                 r1 = inout(reg) a[1] => _,
                 r2 = inout(reg) a[2] => _,
                 r3 = inout(reg) a[3] => _,
-                b0 = in(reg) b[0],
-                b1 = in(reg) b[1],
-                b2 = in(reg) b[2],
-                b3 = in(reg) b[3],
+                b = in(reg) b.as_ptr(),
                 p1 = in(reg) P[1],
                 p3 = in(reg) P[3],
                 c = out(reg) _,
@@ -342,7 +341,7 @@ impl Arith for Mulx {
                 s1 = out(reg) s1,
                 s2 = out(reg) s2,
                 s3 = out(reg) s3,
-                options(pure, nomem, nostack),
+                options(pure, readonly, nostack),
             );
         }
         [s0, s1, s2, s3]
@@ -354,13 +353,13 @@ impl Arith for Mulx {
     #[inline(always)]
     fn sub(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
         let [mut r0, mut r1, mut r2, mut r3] = *a;
-        // SAFETY: register arithmetic only, as in `add`.
+        // SAFETY: reads the 4 limbs of b, as in `add`.
         unsafe {
             asm!(
-            "sub {r0}, {b0}",
-            "sbb {r1}, {b1}",
-            "sbb {r2}, {b2}",
-            "sbb {r3}, {b3}",
+            "sub {r0}, [{b}]",
+            "sbb {r1}, [{b} + 8]",
+            "sbb {r2}, [{b} + 16]",
+            "sbb {r3}, [{b} + 24]",
             "sbb {m}, {m}",
             "mov {m1}, {m}",
             "shr {m1}, 32",
@@ -373,14 +372,11 @@ impl Arith for Mulx {
                 r1 = inout(reg) r1,
                 r2 = inout(reg) r2,
                 r3 = inout(reg) r3,
-                b0 = in(reg) b[0],
-                b1 = in(reg) b[1],
-                b2 = in(reg) b[2],
-                b3 = in(reg) b[3],
+                b = in(reg) b.as_ptr(),
                 m = out(reg) _,
                 m1 = out(reg) _,
                 m3 = inout(reg) P[3] => _,
-                options(pure, nomem, nostack),
+                options(pure, readonly, nostack),
             );
         }
         [r0, r1, r2, r3]

@@ -130,9 +130,8 @@ pub struct KeyTable<C: PrimeCurveParams> {
 
 impl<C: PrimeCurveParams> KeyTable<C> {
     /// Bytes of a key's table: what caching a prepared key of this curve costs beyond the key.
-    pub fn bytes() -> usize {
-        SEG * (1 << (W_Q - 2)) * std::mem::size_of::<(C::FieldElement, C::FieldElement)>()
-    }
+    pub const BYTES: usize =
+        SEG * (1 << (W_Q - 2)) * std::mem::size_of::<(C::FieldElement, C::FieldElement)>();
 }
 
 impl<C: GenericCurve> KeyTable<C> {
@@ -389,7 +388,7 @@ mod tests {
         let t = KeyTable::<p384::NistP384>::new(&g384);
         assert_eq!(
             t.pts.len() * std::mem::size_of_val(&t.pts[0]),
-            KeyTable::<p384::NistP384>::bytes()
+            KeyTable::<p384::NistP384>::BYTES
         );
         let g256 = ProjectivePoint::<p256::NistP256>::GENERATOR.to_affine();
         let t = crate::engine::ec::p256::KeyTable::new(&g256);

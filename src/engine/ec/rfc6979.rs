@@ -102,32 +102,28 @@ mod tests {
         // reduces nothing in bits2octets, and h1 is h as given.
         let n256 = <p256::NistP256 as elliptic_curve::Curve>::ORDER;
         let n384 = <p384::NistP384 as elliptic_curve::Curve>::ORDER;
+        // Candidates of `$len` bytes under digest `$d` and order `$n`: three in a row.
+        macro_rules! same_candidates {
+            ($d:ty, $len:expr, $n:expr, $ad:expr) => {{
+                let (mut x, mut h) = (rnd($len), rnd($len));
+                x[0] &= 0x7f;
+                h[0] &= 0x7f;
+                let mut theirs = rfc6979::KGenerator::<$d, _>::new(&x, &h, &$ad, &*$n);
+                let mut ours = Nonces::<$d>::new(&x, &h, &$ad);
+                for _ in 0..3 {
+                    let (mut a, mut b) = ([0u8; $len], [0u8; $len]);
+                    // The crate skips a candidate of n or more itself (probability about 2^-32
+                    // at these n), where ours leaves that to the signer: negligible here.
+                    theirs.fill_next_k(&mut a);
+                    ours.next(&mut b);
+                    assert_eq!(a, b);
+                }
+            }};
+        }
         for round in 0..50 {
             let ad = if round % 2 == 0 { rnd(32) } else { vec![] };
-            let (mut x, mut h) = (rnd(32), rnd(32));
-            x[0] &= 0x7f;
-            h[0] &= 0x7f;
-            let mut theirs = rfc6979::KGenerator::<sha2::Sha256, _>::new(&x, &h, &ad, &*n256);
-            let mut ours = Nonces::<sha2::Sha256>::new(&x, &h, &ad);
-            for _ in 0..3 {
-                let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
-                // The crate skips a candidate of n or more itself (probability about 2^-32
-                // at these n), where ours leaves that to the signer: negligible here.
-                theirs.fill_next_k(&mut a);
-                ours.next(&mut b);
-                assert_eq!(a, b);
-            }
-            let (mut x, mut h) = (rnd(48), rnd(48));
-            x[0] &= 0x7f;
-            h[0] &= 0x7f;
-            let mut theirs = rfc6979::KGenerator::<sha2::Sha384, _>::new(&x, &h, &ad, &*n384);
-            let mut ours = Nonces::<sha2::Sha384>::new(&x, &h, &ad);
-            for _ in 0..3 {
-                let (mut a, mut b) = ([0u8; 48], [0u8; 48]);
-                theirs.fill_next_k(&mut a);
-                ours.next(&mut b);
-                assert_eq!(a, b);
-            }
+            same_candidates!(sha2::Sha256, 32, n256, ad);
+            same_candidates!(sha2::Sha384, 48, n384, ad);
         }
         // RFC 6979 A.2.5: P-256, SHA-256, message "sample".
         let hex = |s: &str| -> Vec<u8> {

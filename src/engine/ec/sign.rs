@@ -362,19 +362,18 @@ where
     let order = C::ORDER;
     // An empty hash is bits2int'ed to zero: the generator gets z's zeros (it wants bytes).
     let h = if hash.is_empty() { z } else { hash };
-    let mut zb = FieldBytes::<C>::default();
-    let len = zb.len();
-    let pad = len.saturating_sub(z.len());
-    zb[pad..].copy_from_slice(&z[..z.len().min(len)]);
-    let zs = <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&zb);
+    let len = FieldBytes::<C>::default().len();
+    // The leftmost len bytes of b (left-padded with zeros) reduced mod n.
+    let reduced = |b: &[u8]| {
+        let mut fb = FieldBytes::<C>::default();
+        fb[len.saturating_sub(b.len())..].copy_from_slice(&b[..b.len().min(len)]);
+        <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&fb)
+    };
+    let zs = reduced(z);
     // The nonce generator: ours where n has 8·len bits (P-256, P-384), bits2octets(h) being
-    // h's leftmost len bytes (left-padded) reduced mod n; the crate's for P-521.
+    // `reduced(h)`; the crate's for P-521.
     let mut kgen = if <Scalar<C> as elliptic_curve::ff::PrimeField>::NUM_BITS as usize == 8 * len {
-        let mut hb = FieldBytes::<C>::default();
-        let hpad = len.saturating_sub(h.len());
-        hb[hpad..].copy_from_slice(&h[..h.len().min(len)]);
-        let h1 = <Scalar<C> as Reduce<FieldBytes<C>>>::reduce(&hb).to_repr();
-        NonceGen::Ours(Nonces::<C::Digest>::new(&x, &h1, ad))
+        NonceGen::Ours(Nonces::<C::Digest>::new(&x, &reduced(h).to_repr(), ad))
     } else {
         NonceGen::Crate(rfc6979::KGenerator::<C::Digest, C::Uint>::new(&x, h, ad, &order))
     };

@@ -228,8 +228,8 @@ impl KeyModel for EcKeys {
         KEY_FOOTPRINT
             + match curve_of(a) {
                 Ok(Curve::P256) => crate::engine::ec::p256::KeyTable::BYTES,
-                Ok(Curve::P384) => crate::engine::ec::check::KeyTable::<p384::NistP384>::bytes(),
-                Ok(Curve::P521) => crate::engine::ec::check::KeyTable::<p521::NistP521>::bytes(),
+                Ok(Curve::P384) => crate::engine::ec::check::KeyTable::<p384::NistP384>::BYTES,
+                Ok(Curve::P521) => crate::engine::ec::check::KeyTable::<p521::NistP521>::BYTES,
                 _ => 0,
             }
     }

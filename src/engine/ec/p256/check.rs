@@ -50,10 +50,11 @@ static G_TABLE: LazyLock<KeyTable> = LazyLock::new(|| KeyTable::with_width(Proje
 impl KeyTable {
     /// Bytes of a key's table (two coordinates of four limbs a point): what caching a
     /// prepared P-256 key costs beyond the key itself.
-    pub const BYTES: usize = SEG * (1 << (W_Q - 2)) * 64;
+    pub const BYTES: usize = SEG * (1 << (W_Q - 2)) * std::mem::size_of::<[[u64; 4]; 2]>();
 
     /// Bytes the table's points take.
-    pub fn bytes_held(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn bytes_held(&self) -> usize {
         self.pts.len() * std::mem::size_of::<[[u64; 4]; 2]>()
     }
 

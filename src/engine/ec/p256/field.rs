@@ -95,6 +95,13 @@ pub(crate) fn sub_mod_once(r: [u64; 4], hi: u64, m: &[u64; 4]) -> [u64; 4] {
     ]
 }
 
+/// The halves of the 512-bit big-endian integer of `b` (high half first), each reduced once
+/// modulo m (> 2^255, so each is then below m): a blinding factor's raw material.
+pub(crate) fn wide_halves(b: &[u8; 64], m: &[u64; 4]) -> ([u64; 4], [u64; 4]) {
+    let half = |h: &[u8]| sub_mod_once(limbs_from_be(h.try_into().expect("32 bytes")), 0, m);
+    (half(&b[..32]), half(&b[32..]))
+}
+
 /// (a + b) mod m for a, b < m.
 #[inline(always)]
 pub(crate) fn add_mod(a: &[u64; 4], b: &[u64; 4], m: &[u64; 4]) -> [u64; 4] {
@@ -366,9 +373,7 @@ impl<A: Arith> Fe<A> {
     /// A blinding factor from 64 fresh random bytes: their integer modulo p (statistically
     /// uniform: 512 bits reduced), one where that is zero (probability 2^-256).
     pub fn blinding(b: &[u8; 64]) -> Fe<A> {
-        // The 512-bit big-endian integer: high half first.
-        let hi = sub_mod_once(limbs_from_be(b[..32].try_into().expect("32 bytes")), 0, &P);
-        let lo = sub_mod_once(limbs_from_be(b[32..].try_into().expect("32 bytes")), 0, &P);
+        let (hi, lo) = wide_halves(b, &P);
         // hi·2^256 + lo: Montgomery's product of hi and R² is hi·R = hi·2^256 (mod p).
         let v = Fe::<A>::from_limbs(lo).add(&Fe::from_limbs(hi).mul(&Fe::from_limbs(R2)));
         if v.is_zero_vartime() {

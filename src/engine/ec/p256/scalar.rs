@@ -4,7 +4,9 @@
 //! n' = -n⁻¹ mod 2^64 (general word-by-word Montgomery). Inversion (of the secret k, and of
 //! the public s) by the constant-time divsteps of `engine::ec::safegcd`.
 
-use super::field::{add_mod, limbs_from_be, limbs_to_be, lt, mul_wide, r2_mod, r_mod, sub_mod_once};
+use super::field::{
+    add_mod, limbs_from_be, limbs_to_be, lt, mul_wide, r2_mod, r_mod, sub_mod_once, wide_halves,
+};
 use crate::engine::ec::safegcd::{pow2_mod, Modulus};
 use zeroize::Zeroize;
 
@@ -117,9 +119,7 @@ impl Scalar {
 
     /// A blinding factor modulo n from 64 fresh random bytes, as `Fe::blinding`.
     pub fn blinding(b: &[u8; 64]) -> Scalar {
-        // The 512-bit big-endian integer: high half first.
-        let hi = sub_mod_once(limbs_from_be(b[..32].try_into().expect("32 bytes")), 0, &N);
-        let lo = sub_mod_once(limbs_from_be(b[32..].try_into().expect("32 bytes")), 0, &N);
+        let (hi, lo) = wide_halves(b, &N);
         let v = Scalar(lo).add(&Scalar(hi).mul(&Scalar(R2)));
         if v.is_zero_vartime() {
             Scalar::ONE

@@ -15,6 +15,56 @@ if [ -z "${FERROHSM_E2E_SYSTEM:-}" ]; then
     export FERROHSM_CONF="$WORK/ferrohsm.toml"
     "$FERROHSM_UTIL" init-token --free --label e2e --so-pin 87654321 --pin 1234 >/dev/null
 fi
+# A hang becomes a failure that shows its cause: runs a command for at most $1 seconds; past
+# that, prints the stacks of the command and of the scenario's daemons ($DAEMONS, pids) and
+# fails with 124, as timeout(1) does.
+bounded() { # seconds command...
+    local limit=$1 pid ticks=0
+    shift
+    "$@" &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ "$ticks" -ge $((limit * 10)) ]; then
+            echo "FAIL: still running after ${limit} s: $*" >&2
+            stacks "$pid" ${DAEMONS:-} >&2
+            kill_tree "$pid"
+            wait "$pid" 2>/dev/null || true
+            return 124
+        fi
+        sleep 0.1
+        ticks=$((ticks + 1))
+    done
+    wait "$pid"
+}
+stacks() { # pid...: every thread's stack (gdb is in .ci/run's packages)
+    local p
+    for p in "$@"; do
+        [ -d "/proc/$p" ] || continue
+        echo "--- stacks of $p: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+        timeout 60 gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -300
+    done
+}
+kill_tree() { # pid: the process and all its descendants (which may hold the caller's pipes)
+    local child
+    kill -STOP "$1" 2>/dev/null || return 0
+    for child in $(ps -o pid= --ppid "$1"); do kill_tree "$child"; done
+    kill -9 "$1" 2>/dev/null || true
+}
+stop_pids() { # seconds pid...: waits that long for the processes to end after they were asked to, then kills them
+    local limit=$1 p ticks=0
+    shift
+    for p in "$@"; do
+        while kill -0 "$p" 2>/dev/null && [ "$ticks" -lt $((limit * 10)) ]; do
+            sleep 0.1
+            ticks=$((ticks + 1))
+        done
+        if kill -0 "$p" 2>/dev/null; then
+            echo "process $p did not stop when asked; its stacks, then SIGKILL:" >&2
+            stacks "$p" >&2
+            kill_tree "$p"
+        fi
+    done
+}
 keygen() { # id label bits|key-type (2048 is RSA-2048; EC:prime256v1, EC:edwards25519 as pkcs11-tool names them)
     local type=$3
     [[ $type == *:* ]] || type="rsa:$type"

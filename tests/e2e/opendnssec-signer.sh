@@ -64,19 +64,31 @@ printf '<?xml version="1.0" encoding="UTF-8"?>\n<ZoneList>\n</ZoneList>\n' > "$W
 sqlite3 "$WORK/ods/kasp.db" < /usr/share/opendnssec/schema.sqlite
 sqlite3 "$WORK/ods/kasp.db" "INSERT INTO databaseVersion (version) VALUES (1)"
 for z in example.org example.com example.net; do write_zone "$WORK/ods/$z" "$z"; done
-enforcer=(ods-enforcer -s "$WORK/ods/run/enforcer.sock")
+enforcer=(bounded 60 ods-enforcer -s "$WORK/ods/run/enforcer.sock")
+# Both daemons stay in the foreground (-d), children of this script: their logs go to the files
+# below instead of an absent syslog, a hang anywhere shows their stacks (DAEMONS, see bounded),
+# and whatever happens they end with the scenario.
+DAEMONS=""
 stop_daemons() {
-    ods-signer stop >/dev/null 2>&1 || true
+    bounded 30 ods-signer stop >/dev/null 2>&1 || true
     "${enforcer[@]}" stop >/dev/null 2>&1 || true
+    stop_pids 10 $DAEMONS
 }
 trap stop_daemons EXIT
-ods-enforcerd -c "$WORK/ods/conf.xml" >"$WORK/ods/enforcerd.log" 2>&1
-ods-signerd -c "$WORK/ods/conf.xml" >"$WORK/ods/signerd.log" 2>&1
-# Up to 60 s, however busy the machine.
-for _ in $(seq 1 300); do
-    [ -S "$WORK/ods/run/enforcer.sock" ] && [ -S /run/opendnssec/engine.sock ] && break
-    sleep 0.2
-done
+wait_for() { # description test...: up to 60 s, however busy the machine
+    local what=$1
+    shift
+    for _ in $(seq 1 300); do
+        "$@" && return
+        sleep 0.2
+    done
+    echo "FAIL: $what within 60 s; enforcer and signer logs:" >&2
+    cat "$WORK/ods/enforcerd.log" "$WORK/ods/signerd.log" >&2 2>/dev/null || true
+    exit 1
+}
+ods-enforcerd -d -c "$WORK/ods/conf.xml" >"$WORK/ods/enforcerd.log" 2>&1 &
+DAEMONS=$!
+wait_for "ods-enforcerd did not open its socket" test -S "$WORK/ods/run/enforcer.sock"
 "${enforcer[@]}" policy import >/dev/null
 zones=(example.org:lab:8 example.com:lab13:13 example.net:lab15:15)
 for spec in "${zones[@]}"; do
@@ -84,6 +96,27 @@ for spec in "${zones[@]}"; do
     "${enforcer[@]}" zone add --zone "$zone" --policy "$policy" --input "$WORK/ods/$zone" \
         --output "$WORK/ods/$zone.signed" --signerconf "$WORK/ods/$zone.signconf.xml" >/dev/null
 done
+# The signer starts once the enforcer has written its zone list and a signer configuration for
+# every zone, and reads them all at start. A running signer re-reads the zone list only when
+# the file's modification time (in seconds) has moved past its last read: the third of three
+# zones added within one second was never signed ("Zone list has not changed").
+all_signconfs() {
+    local spec zone
+    for spec in "${zones[@]}"; do
+        IFS=: read -r zone _ _ <<<"$spec"
+        [ -s "$WORK/ods/$zone.signconf.xml" ] && grep -qs "\"$zone\"" "$WORK/ods/enforcer/zones.xml" || return 1
+    done
+}
+wait_for "the enforcer wrote no zone list or signer configuration for every zone" all_signconfs
+# A socket and pid file left by a signer that is gone (a killed run) are removed: the wait
+# below would take the old socket for the new signer's, and ods-signerd refuses to start while
+# the pid file names a live process, which after pid reuse may be any process.
+if ! pgrep -x ods-signerd >/dev/null; then
+    rm -f /run/opendnssec/engine.sock /run/opendnssec/signerd.pid
+fi
+ods-signerd -d -c "$WORK/ods/conf.xml" >"$WORK/ods/signerd.log" 2>&1 &
+DAEMONS="$DAEMONS $!"
+wait_for "ods-signerd did not open its socket" test -S /run/opendnssec/engine.sock
 # The signer works on the zones in turn: up to 180 s in all for the three on a busy machine
 # (it stops waiting as soon as they are signed). A zone is done when a snapshot of its output
 # has the SOA's and the DNSKEY set's signatures and passes ldns-verify-zone: the signer
@@ -105,7 +138,7 @@ for _ in $(seq 1 900); do
     [ "$done_zones" -eq "${#zones[@]}" ] && break
     sleep 0.2
 done
-listed=$(pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 -O --type privkey)
+listed=$(bounded 60 pkcs11-tool --module "$M" --token-label e2e --login --pin 1234 -O --type privkey)
 keys=$("${enforcer[@]}" key list --verbose 2>&1)
 for spec in "${zones[@]}"; do
     IFS=: read -r zone _ alg <<<"$spec"

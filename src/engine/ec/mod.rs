@@ -4,9 +4,11 @@
 //! P-384 and P-521 run them on the RustCrypto crates' field types, P-256 on `p256`, its
 //! dedicated field, scalar, points, comb and check. `safegcd` is the constant-time inversion
 //! (Bernstein–Yang divsteps) for P-256 and P-384; `wnaf` the public-scalar recoding every
-//! check uses. `mechanism::ec` keeps the encodings, parameters and key objects and drives these.
+//! check uses. `ed25519` is the Ed25519 check on a field and tables of its own (signing stays
+//! with curve25519-dalek). `mechanism::ec` keeps the encodings, parameters and key objects and drives these.
 
 pub mod check;
+pub mod ed25519;
 pub mod p256;
 pub mod rfc6979;
 pub mod safegcd;

@@ -26,7 +26,8 @@ use zeroize::Zeroize;
 /// Low 62 bits.
 const M62: u64 = (1 << 62) - 1;
 
-/// An odd modulus of L 64-bit limbs (its top bit set) and what inversion needs of it, made
+/// An odd modulus of L 64-bit limbs (one of its top two bits set: the step counts below are
+/// bounds for 64·L bits, and hold for 2^255 - 19 too) and what inversion needs of it, made
 /// at compile time; S is the number of 62-bit limbs (62·S ≥ 64·L + 2: room for the sign).
 pub struct Modulus<const L: usize, const S: usize> {
     m: [i64; S],
@@ -40,7 +41,7 @@ pub struct Modulus<const L: usize, const S: usize> {
 
 impl<const L: usize, const S: usize> Modulus<L, S> {
     pub const fn new(m: &[u64; L]) -> Modulus<L, S> {
-        assert!(62 * S >= 64 * L + 2 && m[0] & 1 == 1 && m[L - 1] >> 63 == 1);
+        assert!(62 * S >= 64 * L + 2 && m[0] & 1 == 1 && m[L - 1] >> 62 != 0);
         // Newton: each step doubles the number of correct low bits of m⁻¹ (m·m ≡ 1 mod 8).
         let mut x = m[0];
         let mut i = 0;

@@ -1,12 +1,14 @@
 //! Ed25519 (RFC 8032, pure: `CKM_EDDSA` without prehash or context) with `ed25519-dalek`:
-//! keys from their PKCS#11 encodings, signing with the verify-before-release check, strict
-//! verification; and the `CK_EDDSA_PARAMS` the token accepts for either Edwards curve (Ed448
+//! keys from their PKCS#11 encodings, signing with the verify-before-release check (on the
+//! engine's tables, `engine::ec::ed25519`), strict verification; and the `CK_EDDSA_PARAMS` the token accepts for either Edwards curve (Ed448
 //! itself is `ed448`). The EdDSA family around both is `eddsa.rs`.
 
+use crate::engine::ec::ed25519::KeyTable;
 use crate::error::{fail_because, Error, Result};
 use crate::mechanism::ec_params::Curve;
 use cryptoki_sys::*;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use std::sync::OnceLock;
 
 /// The RFC 8032 private key (`CKA_VALUE`, 32 bytes). Every 32-byte string is one.
 pub fn signing_key(value: &[u8]) -> Result<SigningKey> {
@@ -43,19 +45,31 @@ pub fn verifying_key(raw: &[u8]) -> Result<VerifyingKey> {
 }
 
 /// Signs, and releases the signature only if it verifies under the key's public point: the
-/// RFC 8032 equation [s]B = R + [k]A recomputed and R compared in its encoding (the crate's
-/// `Verifier`). Not the strict verification `C_Verify` runs: its extra work (decompressing R to
-/// refuse small-order points) guards against a signer's chosen R and A, and here R = [r]B and A
-/// are the token's own; what a fault would change, s or the encoding of R, the equation catches.
-pub fn sign_checked(key: &SigningKey, message: &[u8]) -> Result<Vec<u8>> {
-    use ed25519_dalek::Verifier;
+/// RFC 8032 equation [s]B = R + [k]A recomputed and R compared in its encoding, over the key's
+/// cached table (`engine::ec::ed25519`, made here on the first signature). Not the strict
+/// verification `C_Verify` runs: its extra work (decompressing R to refuse small-order points)
+/// guards against a signer's chosen R and A, and here R = [r]B and A are the token's own; what
+/// a fault would change, s or the encoding of R, the equation catches.
+pub fn sign_checked(key: &SigningKey, table: &OnceLock<Option<KeyTable>>, message: &[u8]) -> Result<Vec<u8>> {
     let sig = key.sign(message).to_bytes().to_vec();
     let public = key.verifying_key();
+    let table = table.get_or_init(|| KeyTable::new(public.as_bytes()));
     // Logged as the EC signatures are (`ec::release_checked`), without a call into `key`,
     // which calls this file.
     crate::mechanism::release_checked("EC", sig, |s| {
-        let s = ed25519_dalek::Signature::from_slice(s).map_err(|_| ())?;
-        public.verify(message, &s).map_err(|_| ())
+        let s: &[u8; 64] = s.try_into().map_err(|_| ())?;
+        let good = match table {
+            Some(t) => crate::engine::ec::ed25519::verify(t, message, s),
+            // A key whose encoding the table refuses (never one the token made): the crate's
+            // equation, as before the table.
+            None => {
+                use ed25519_dalek::Verifier;
+                public
+                    .verify(message, &ed25519_dalek::Signature::from_bytes(s))
+                    .is_ok()
+            }
+        };
+        good.then_some(()).ok_or(())
     })
 }
 
@@ -125,7 +139,7 @@ mod tests {
             k.verifying_key().to_bytes().to_vec(),
             hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
         );
-        let sig = sign_checked(&k, b"").unwrap();
+        let sig = sign_checked(&k, &OnceLock::new(), b"").unwrap();
         assert_eq!(
             sig,
             hex("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")

@@ -7,10 +7,12 @@
 use super::ed25519 as eddsa;
 use super::ed448;
 use crate::engine::ec::check::{self as ec_check, LazyTable};
+use crate::engine::ec::ed25519 as ed25519_engine;
 use crate::engine::ec::sign as ec_sign;
 use crate::error::{fail_because, Error, Result};
 use crate::mechanism::ec_params::{bits2int, Curve};
 use cryptoki_sys::*;
+use std::sync::OnceLock;
 use zeroize::Zeroizing;
 
 /// A private key, prepared once per object; ECDSA keys carry their public point's table for
@@ -19,7 +21,13 @@ pub enum PrivateKey {
     P256(p256::ecdsa::SigningKey, LazyTable<p256::NistP256>),
     P384(p384::ecdsa::SigningKey, LazyTable<p384::NistP384>),
     P521(p521::ecdsa::SigningKey, LazyTable<p521::NistP521>),
-    Ed25519(ed25519_dalek::SigningKey),
+    /// With its public key's table for the check before release, made on the first
+    /// signature (None if the key's encoding is not one the table takes: then the crate's
+    /// verification checks).
+    Ed25519(
+        ed25519_dalek::SigningKey,
+        OnceLock<Option<ed25519_engine::KeyTable>>,
+    ),
     /// Boxed: an Ed448 key is twice the size of the others.
     Ed448(Box<ed448_goldilocks::SigningKey>),
 }
@@ -53,7 +61,7 @@ macro_rules! weierstrass {
             $ty::P256($k, _) => $body,
             $ty::P384($k, _) => $body,
             $ty::P521($k, _) => $body,
-            $ty::Ed25519($e) => $ed,
+            $ty::Ed25519($e, ..) => $ed,
             $ty::Ed448($e) => $ed,
         }
     };
@@ -141,7 +149,7 @@ impl PrivateKey {
                 p521::ecdsa::SigningKey::from_slice(&v()?).map_err(out_of_range)?,
                 LazyTable::new(),
             ),
-            Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?),
+            Curve::Ed25519 => PrivateKey::Ed25519(eddsa::signing_key(value)?, OnceLock::new()),
             Curve::Ed448 => PrivateKey::Ed448(Box::new(ed448::signing_key(value)?)),
         })
     }
@@ -179,7 +187,7 @@ impl PrivateKey {
             PrivateKey::P256(..) => Curve::P256,
             PrivateKey::P384(..) => Curve::P384,
             PrivateKey::P521(..) => Curve::P521,
-            PrivateKey::Ed25519(_) => Curve::Ed25519,
+            PrivateKey::Ed25519(..) => Curve::Ed25519,
             PrivateKey::Ed448(_) => Curve::Ed448,
         }
     }
@@ -195,7 +203,7 @@ impl PrivateKey {
             PrivateKey::P256(k, t) => PublicKey::P256(*k.verifying_key(), t.clone()),
             PrivateKey::P384(k, t) => PublicKey::P384(*k.verifying_key(), t.clone()),
             PrivateKey::P521(k, t) => PublicKey::P521(*k.verifying_key(), t.clone()),
-            PrivateKey::Ed25519(k) => PublicKey::Ed25519(k.verifying_key()),
+            PrivateKey::Ed25519(k, _) => PublicKey::Ed25519(k.verifying_key()),
             PrivateKey::Ed448(k) => PublicKey::Ed448(k.verifying_key()),
         }
     }
@@ -255,7 +263,7 @@ impl PrivateKey {
             PrivateKey::P256(k, t) => ecdsa_sign_checked!(p256, k, t, &z, input),
             PrivateKey::P384(k, t) => ecdsa_sign_checked!(p384, k, t, &z, input),
             PrivateKey::P521(k, t) => ecdsa_sign_checked!(p521, k, t, &z, input),
-            PrivateKey::Ed25519(e) => eddsa::sign_checked(e, input),
+            PrivateKey::Ed25519(e, t) => eddsa::sign_checked(e, t, input),
             PrivateKey::Ed448(e) => ed448::sign_checked(e, context, input),
         }
     }

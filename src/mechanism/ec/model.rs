@@ -223,13 +223,16 @@ impl KeyModel for EcKeys {
         ]))
     }
 
-    fn footprint(&self, a: &Attributes, _: CK_OBJECT_CLASS) -> usize {
-        // The ECDSA keys' point table, made on first use, is most of it (128 KiB on P-256).
+    fn footprint(&self, a: &Attributes, class: CK_OBJECT_CLASS) -> usize {
+        // The point table, made on first use, is most of it (128 KiB on P-256, 120 KiB on an
+        // Ed25519 private key).
         KEY_FOOTPRINT
             + match curve_of(a) {
                 Ok(Curve::P256) => crate::engine::ec::p256::KeyTable::BYTES,
                 Ok(Curve::P384) => crate::engine::ec::check::KeyTable::<p384::NistP384>::BYTES,
                 Ok(Curve::P521) => crate::engine::ec::check::KeyTable::<p521::NistP521>::BYTES,
+                // Only the private key keeps one (`C_Verify` runs the crate's strict check).
+                Ok(Curve::Ed25519) if class == CKO_PRIVATE_KEY => crate::engine::ec::ed25519::KeyTable::BYTES,
                 _ => 0,
             }
     }

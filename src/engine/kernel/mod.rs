@@ -78,8 +78,8 @@ pub trait Family: Sync {
 pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
-    // Before mulx: two signatures per call; where that does not pay (lone requests
-    // everywhere, and the larger keys on Intel cores) `FILL_POLICY` sends the batch to mulx.
+    // Before mulx: two signatures per call; where that does not pay (a lone request)
+    // `FILL_POLICY` sends the batch to mulx.
     #[cfg(target_arch = "x86_64")]
     &avx2::Avx2,
     #[cfg(target_arch = "x86_64")]
@@ -236,11 +236,14 @@ pub struct FillRule {
 ///
 /// avx2 (4 lanes, 2 signatures per call). A lone request leaves half the lanes empty: on an
 /// Intel Xeon (model 167, AVX2 forced) it signed 962/s at RSA-2048 against mulx's 2,018, so
-/// lone requests go to mulx on every CPU. Full batches on that Intel core: 11,792 / 1,973 /
-/// 638 / 282 per second against mulx's 9,689 / 2,018 / 672 / 318 — ahead at RSA-1024,
-/// level at 2048, behind at 3072 and 4096, where Intel batches go to mulx too. On AMD Zen 3,
-/// where OpenSSL's mulx code is slower relative to vector multiplies (engine notes: a 4-lane
-/// prototype at 1.35-1.45x OpenSSL at RSA-2048), full batches stay on avx2. Measured on a
+/// lone requests go to mulx on every CPU. Full batches stay on avx2 on every CPU since the
+/// kernel's second pass: on that Intel core 2,582 / 777 / 340 per second at RSA-2048 / 3072
+/// / 4096 against mulx's 1,974 / 628 / 303 (1.31x, 1.24x, 1.12x; 2026-12-05), where before
+/// it they were level at 2048 and behind above, and a rule sent Intel's full batches to mulx
+/// (through PKCS#11 at 16 clients with `avx2,mulx` that rule cost 20%: 3,525/s against 4,372
+/// with avx2). On AMD Zen 3, where OpenSSL's mulx code is slower relative to vector
+/// multiplies (engine notes: a 4-lane prototype at 1.35-1.45x OpenSSL at RSA-2048), full
+/// batches were ahead from the start. Measured on a
 /// Zen 3 without AVX-512 (family 25 model 1, `benches/rsa_stages.rs`, 2026-12-03): full avx2
 /// batches 10,721 / 1,895 / 659 / 286 signatures/s per core at RSA-1024 / 2048 / 3072 / 4096
 /// against mulx's 7,233 / 1,297 / 435 / 195 (1.46-1.51x), a lone request on a half-empty
@@ -252,13 +255,6 @@ pub const FILL_POLICY: &[FillRule] = &[
         bits: &[1024, 2048, 3072, 4096],
         max_fill: 1,
         vendor: None,
-        instead: "mulx",
-    },
-    FillRule {
-        family: "avx2",
-        bits: &[2048, 3072, 4096],
-        max_fill: 2,
-        vendor: Some(Vendor::Intel),
         instead: "mulx",
     },
 ];

@@ -249,15 +249,13 @@ pub struct FillRule {
 /// against mulx's 7,233 / 1,297 / 435 / 195 (1.46-1.51x), a lone request on a half-empty
 /// avx2 call at half the batch rate (behind mulx at every size): the rules hold there as
 /// they are, no model needs one of its own (table in docs/performance.md).
-pub const FILL_POLICY: &[FillRule] = &[
-    FillRule {
-        family: "avx2",
-        bits: &[1024, 2048, 3072, 4096],
-        max_fill: 1,
-        vendor: None,
-        instead: "mulx",
-    },
-];
+pub const FILL_POLICY: &[FillRule] = &[FillRule {
+    family: "avx2",
+    bits: &[1024, 2048, 3072, 4096],
+    max_fill: 1,
+    vendor: None,
+    instead: "mulx",
+}];
 
 /// The family that runs a batch of `fill` signatures drained for `family` with keys of
 /// `bits` bits, if not `family` itself (see `FILL_POLICY`; only a family the operator allows).

@@ -9,10 +9,13 @@
 //! Measured through PKCS#11 on that machine while other work kept both cores busy (load
 //! average 5-6; `ferrohsm-util bench --threads 1`, pair on and off alternating, same minutes):
 //! RSA-1024 6,284-6,318/s paired against 6,606-6,640/s on one thread, RSA-2048 1,333-1,335
-//! against 1,273-1,359, RSA-4096 167-175 against 181-187. The helper's core was never idle
-//! there, and a half the helper has taken cannot be taken back: so the pairing is off unless
-//! `FERROHSM_CRT_PAIR=1` (for machines with cores to spare); `benches/rsa_stages.rs` prints
-//! the join's wall time (one half's time when the helper gets a core at once).
+//! against 1,273-1,359, RSA-4096 167-175 against 181-187: the helper's core was never idle
+//! there, and a half the helper has taken cannot be taken back. So the pairing adapts
+//! (`Backoff`): a lone request whose helper missed makes the next ones run alone, for longer
+//! after each further miss, so a busy machine pays for about one try in 1,024 and an idle one
+//! pairs every lone request. `FERROHSM_CRT_PAIR=1` pairs always, `0` never;
+//! `benches/rsa_stages.rs` prints the join's wall time (one half's time when the helper gets
+//! a core at once).
 //!
 //! One helper thread per process (per fork generation), started on first use, parked when
 //! idle. Nothing ever waits for it: the caller posts its half, runs the other, and if the
@@ -23,7 +26,7 @@
 //! changes no arithmetic: each half is the same constant-time code on either thread.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
 
@@ -89,12 +92,79 @@ impl Helper {
     }
 }
 
-static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// `FERROHSM_CRT_PAIR`: unset (or anything else) pairs adaptively, `1` pairs every lone
+/// request, `0` never pairs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Adaptive,
+    Always,
+    Off,
+}
+
+static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
 static FORCED: AtomicBool = AtomicBool::new(false);
 
-/// Pairs the halves whatever `FERROHSM_CRT_PAIR` says (tests, benches).
+/// Pairs every lone request whatever `FERROHSM_CRT_PAIR` says (tests, benches).
 pub fn force_on() {
     FORCED.store(true, Ordering::Relaxed);
+}
+
+fn mode() -> Mode {
+    if FORCED.load(Ordering::Relaxed) {
+        return Mode::Always;
+    }
+    *MODE.get_or_init(|| match std::env::var("FERROHSM_CRT_PAIR").as_deref() {
+        Ok("1") => Mode::Always,
+        Ok("0") => Mode::Off,
+        _ => Mode::Adaptive,
+    })
+}
+
+/// The adaptive mode's memory: after a miss (the helper did not start the posted half before
+/// the caller finished its own, or ran it so late that the pair took as long as the two halves
+/// one after the other: no core was free)
+/// the next `MIN_SKIP` lone requests run both halves on their caller, and each further miss
+/// doubles that, up to `MAX_SKIP`; one hit resets it. On a machine whose cores other work
+/// keeps busy, pairing is then tried about once in 1,024 requests, and its cost (an unpark,
+/// a half run late) vanishes; on an idle one every lone request pairs. Races between callers
+/// only blur the counts: the rule is a heuristic, never a correctness matter.
+struct Backoff {
+    skip: AtomicU32,
+    length: AtomicU32,
+}
+
+const MIN_SKIP: u32 = 4;
+const MAX_SKIP: u32 = 1024;
+static BACKOFF: Backoff = Backoff::new();
+
+impl Backoff {
+    const fn new() -> Backoff {
+        Backoff {
+            skip: AtomicU32::new(0),
+            length: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether this lone request should try the helper, counting a skip if not.
+    fn try_now(&self) -> bool {
+        self.skip
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| s.checked_sub(1))
+            .is_err()
+    }
+
+    fn record(&self, hit: bool) {
+        if hit {
+            self.length.store(0, Ordering::Relaxed);
+            return;
+        }
+        let b = self
+            .length
+            .load(Ordering::Relaxed)
+            .saturating_mul(2)
+            .clamp(MIN_SKIP, MAX_SKIP);
+        self.length.store(b, Ordering::Relaxed);
+        self.skip.store(b, Ordering::Relaxed);
+    }
 }
 
 /// The helper of this process (a fresh one after a fork: the parent's thread is not in the
@@ -102,12 +172,8 @@ pub fn force_on() {
 fn helper() -> Option<Arc<Helper>> {
     static HELPER: arc_swap::ArcSwapOption<Helper> = arc_swap::ArcSwapOption::const_empty();
     static SINGLE_CORE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    // Off unless FERROHSM_CRT_PAIR=1: on the shared 2-core Zen 3 (load average 5-6) a lone
-    // signature with the halves paired was 5-8% slower than on one thread (see the top
-    // comment), and no idle core was there to show the gain.
     if *SINGLE_CORE.get_or_init(|| std::thread::available_parallelism().map_or(true, |n| n.get() < 2))
-        || !(FORCED.load(Ordering::Relaxed)
-            || *ENABLED.get_or_init(|| std::env::var_os("FERROHSM_CRT_PAIR").is_some_and(|v| v == "1")))
+        || mode() == Mode::Off
     {
         return None;
     }
@@ -165,8 +231,8 @@ impl Drop for Release<'_> {
 
 impl Posted<'_> {
     /// Runs the task here if the helper has not started it; else waits for it. Whether it
-    /// ran without a panic on the helper.
-    fn finish(&mut self) -> bool {
+    /// ran without a panic on the helper, and whether the helper ran it.
+    fn finish(&mut self) -> (bool, bool) {
         self.finished = true;
         let h = self.helper;
         let _idle = Release(&h.state);
@@ -181,7 +247,7 @@ impl Posted<'_> {
                 *h.waiter.get() = None;
                 (*self.task)();
             }
-            return true;
+            return (true, false);
         }
         // The helper runs the same amount of work as the caller just did: a short spin, then
         // park (it unparks this thread when done), so a helper that lost its core to other
@@ -195,7 +261,7 @@ impl Posted<'_> {
                 std::thread::park();
             }
         }
-        !h.panicked.swap(false, Ordering::Relaxed)
+        (!h.panicked.swap(false, Ordering::Relaxed), true)
     }
 }
 
@@ -215,6 +281,12 @@ pub fn join(other: &mut (dyn FnMut() + Send), mine: &mut dyn FnMut()) {
         mine();
         return;
     };
+    let adaptive = mode() == Mode::Adaptive;
+    if adaptive && !BACKOFF.try_now() {
+        other();
+        mine();
+        return;
+    }
     if h.state
         .compare_exchange(IDLE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
@@ -241,9 +313,18 @@ pub fn join(other: &mut (dyn FnMut() + Send), mine: &mut dyn FnMut()) {
     };
     h.state.store(POSTED, Ordering::Release);
     h.thread.unpark();
+    let start = std::time::Instant::now();
     mine();
-    let ok = posted.finish();
+    let alone = start.elapsed();
+    let (ok, helped) = posted.finish();
     drop(posted);
+    if adaptive {
+        // A hit: the helper ran the other half and the pair took less than the two halves
+        // one after the other (about twice the caller's own). A helper woken from its sleep
+        // is late by its wake-up (tens of µs in a VM) but keeps spinning after its task, so
+        // the next request finds it awake: the first pairing after a pause is the slow one.
+        BACKOFF.record(helped && start.elapsed() < alone * 2);
+    }
     assert!(ok, "a CRT half panicked on the helper thread");
 }
 
@@ -270,6 +351,30 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    #[test]
+    fn misses_back_off_doubling_and_a_hit_resets() {
+        let b = Backoff::new();
+        assert!(b.try_now() && b.try_now(), "no miss yet: every request tries");
+        let skipped_after_miss = |b: &Backoff| {
+            b.record(false);
+            (0..).take_while(|_| !b.try_now()).count()
+        };
+        assert_eq!(skipped_after_miss(&b), 4);
+        assert_eq!(skipped_after_miss(&b), 8);
+        assert_eq!(skipped_after_miss(&b), 16);
+        for _ in 0..20 {
+            b.record(false);
+        }
+        assert_eq!(skipped_after_miss(&b), MAX_SKIP as usize);
+        b.record(true);
+        assert!(b.try_now(), "after a hit the next request tries");
+        assert_eq!(
+            skipped_after_miss(&b),
+            4,
+            "and a new miss starts from the shortest skip"
+        );
     }
 
     #[test]

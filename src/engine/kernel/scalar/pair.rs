@@ -47,6 +47,8 @@ struct Helper {
     /// The caller waiting for the task, handed over with it (same protocol as `task`).
     waiter: UnsafeCell<Option<Thread>>,
     panicked: AtomicBool,
+    /// The helper sleeps in `park` (it spins a while after each task first).
+    asleep: AtomicBool,
     thread: Thread,
     generation: u64,
 }
@@ -66,7 +68,9 @@ impl Helper {
                     std::hint::spin_loop();
                     spins += 1;
                 } else {
+                    self.asleep.store(true, Ordering::Relaxed);
                     std::thread::park();
+                    self.asleep.store(false, Ordering::Relaxed);
                 }
             }
             if self
@@ -120,9 +124,7 @@ fn mode() -> Mode {
     })
 }
 
-/// The adaptive mode's memory: after a miss (the helper did not start the posted half before
-/// the caller finished its own, or ran it so late that the pair took as long as the two halves
-/// one after the other: no core was free)
+/// The adaptive mode's memory: after a miss (`Outcome::Missed`: no core was free)
 /// the next `MIN_SKIP` lone requests run both halves on their caller, and each further miss
 /// doubles that, up to `MAX_SKIP`; one hit resets it. On a machine whose cores other work
 /// keeps busy, pairing is then tried about once in 1,024 requests, and its cost (an unpark,
@@ -152,18 +154,44 @@ impl Backoff {
             .is_err()
     }
 
-    fn record(&self, hit: bool) {
-        if hit {
-            self.length.store(0, Ordering::Relaxed);
-            return;
+    fn record(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Paid => self.length.store(0, Ordering::Relaxed),
+            Outcome::Excused => {}
+            Outcome::Missed => {
+                let b = self
+                    .length
+                    .load(Ordering::Relaxed)
+                    .saturating_mul(2)
+                    .clamp(MIN_SKIP, MAX_SKIP);
+                self.length.store(b, Ordering::Relaxed);
+                self.skip.store(b, Ordering::Relaxed);
+            }
         }
-        let b = self
-            .length
-            .load(Ordering::Relaxed)
-            .saturating_mul(2)
-            .clamp(MIN_SKIP, MAX_SKIP);
-        self.length.store(b, Ordering::Relaxed);
-        self.skip.store(b, Ordering::Relaxed);
+    }
+}
+
+/// How a pairing went, for `Backoff`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Outcome {
+    /// The helper ran the other half and the pair took less than both halves in a row.
+    Paid,
+    /// The helper ran it late, but it was asleep when the half was posted: its wake-up (tens
+    /// of µs in a VM, much of a half at RSA-1024) is not a busy machine's sign, and after its
+    /// task it spins, awake for the next request. Neither a hit nor a miss: the next lone
+    /// request tries again and decides.
+    Excused,
+    /// Taken back, or run so late by an awake helper that no core was free.
+    Missed,
+}
+
+impl Outcome {
+    fn of(helped: bool, paid: bool, was_asleep: bool) -> Outcome {
+        match (helped, paid, was_asleep) {
+            (true, true, _) => Outcome::Paid,
+            (true, false, true) => Outcome::Excused,
+            _ => Outcome::Missed,
+        }
     }
 }
 
@@ -197,6 +225,7 @@ fn helper() -> Option<Arc<Helper>> {
         task: UnsafeCell::new(None),
         waiter: UnsafeCell::new(None),
         panicked: AtomicBool::new(false),
+        asleep: AtomicBool::new(false),
         thread: spawned.thread().clone(),
         generation,
     });
@@ -300,6 +329,7 @@ pub fn join(other: &mut (dyn FnMut() + Send), mine: &mut dyn FnMut()) {
     // borrow ends, on every path) takes the task back or waits until the helper is done, and
     // `other` is not touched but through this pointer meanwhile.
     let task: Task = unsafe { std::mem::transmute::<&mut (dyn FnMut() + Send), Task>(other) };
+    let was_asleep = h.asleep.load(Ordering::Relaxed);
     // SAFETY: CLAIMED gives this thread the slot.
     unsafe {
         *h.task.get() = Some(task);
@@ -319,11 +349,8 @@ pub fn join(other: &mut (dyn FnMut() + Send), mine: &mut dyn FnMut()) {
     let (ok, helped) = posted.finish();
     drop(posted);
     if adaptive {
-        // A hit: the helper ran the other half and the pair took less than the two halves
-        // one after the other (about twice the caller's own). A helper woken from its sleep
-        // is late by its wake-up (tens of µs in a VM) but keeps spinning after its task, so
-        // the next request finds it awake: the first pairing after a pause is the slow one.
-        BACKOFF.record(helped && start.elapsed() < alone * 2);
+        // Paid: less than the two halves one after the other (about twice the caller's own).
+        BACKOFF.record(Outcome::of(helped, start.elapsed() < alone * 2, was_asleep));
     }
     assert!(ok, "a CRT half panicked on the helper thread");
 }
@@ -357,24 +384,39 @@ mod tests {
     fn misses_back_off_doubling_and_a_hit_resets() {
         let b = Backoff::new();
         assert!(b.try_now() && b.try_now(), "no miss yet: every request tries");
-        let skipped_after_miss = |b: &Backoff| {
-            b.record(false);
+        let skipped_after = |b: &Backoff, o: Outcome| {
+            b.record(o);
             (0..).take_while(|_| !b.try_now()).count()
         };
-        assert_eq!(skipped_after_miss(&b), 4);
-        assert_eq!(skipped_after_miss(&b), 8);
-        assert_eq!(skipped_after_miss(&b), 16);
+        assert_eq!(skipped_after(&b, Outcome::Missed), 4);
+        assert_eq!(skipped_after(&b, Outcome::Missed), 8);
+        // A late pairing with a helper woken from its sleep neither resets nor lengthens.
+        assert_eq!(skipped_after(&b, Outcome::Excused), 0);
+        assert_eq!(skipped_after(&b, Outcome::Missed), 16);
         for _ in 0..20 {
-            b.record(false);
+            b.record(Outcome::Missed);
         }
-        assert_eq!(skipped_after_miss(&b), MAX_SKIP as usize);
-        b.record(true);
-        assert!(b.try_now(), "after a hit the next request tries");
+        assert_eq!(skipped_after(&b, Outcome::Missed), MAX_SKIP as usize);
         assert_eq!(
-            skipped_after_miss(&b),
+            skipped_after(&b, Outcome::Paid),
+            0,
+            "after a hit the next request tries"
+        );
+        assert_eq!(
+            skipped_after(&b, Outcome::Missed),
             4,
             "and a new miss starts from the shortest skip"
         );
+    }
+
+    #[test]
+    fn outcomes() {
+        assert_eq!(Outcome::of(true, true, false), Outcome::Paid);
+        assert_eq!(Outcome::of(true, true, true), Outcome::Paid);
+        assert_eq!(Outcome::of(true, false, true), Outcome::Excused);
+        assert_eq!(Outcome::of(true, false, false), Outcome::Missed);
+        assert_eq!(Outcome::of(false, false, true), Outcome::Missed);
+        assert_eq!(Outcome::of(false, false, false), Outcome::Missed);
     }
 
     #[test]

@@ -52,6 +52,17 @@ pub fn verifying_key(raw: &[u8]) -> Result<VerifyingKey> {
 /// a fault would change, s or the encoding of R, the equation catches.
 pub fn sign_checked(key: &SigningKey, table: &OnceLock<Option<KeyTable>>, message: &[u8]) -> Result<Vec<u8>> {
     let sig = key.sign(message).to_bytes().to_vec();
+    release(key, table, message, sig)
+}
+
+/// Releases `sig` only if it verifies under the key's public point (`sign_checked`; the fault
+/// table below hands it faulty signatures).
+fn release(
+    key: &SigningKey,
+    table: &OnceLock<Option<KeyTable>>,
+    message: &[u8],
+    sig: Vec<u8>,
+) -> Result<Vec<u8>> {
     let public = key.verifying_key();
     let table = table.get_or_init(|| KeyTable::new(public.as_bytes()));
     // Logged as the EC signatures are (`ec::release_checked`), without a call into `key`,
@@ -144,6 +155,54 @@ mod tests {
             sig,
             hex("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")
         );
+    }
+
+    /// What a glitch in the signer would release, as the ECDSA fault table
+    /// (`engine::ec::sign::fault`) has it: a bit of R flipped; a bit of s flipped; s made with
+    /// another nonce after R was computed (s + δ for r + δ); s made with another secret
+    /// scalar (a + 1, bit 0 of a clamped scalar flipped: s + k). The check withholds each one
+    /// (CKR_DEVICE_ERROR) and releases the signature as made.
+    #[test]
+    fn a_faulty_ed25519_signature_is_withheld() {
+        use curve25519_dalek::scalar::Scalar;
+        use sha2::{Digest, Sha512};
+        let key = SigningKey::from_bytes(&[0x42; 32]);
+        let msg = b"zone data to sign";
+        let table = OnceLock::new();
+        let good = key.sign(msg).to_bytes();
+        assert_eq!(release(&key, &table, msg, good.to_vec()).unwrap(), good.to_vec());
+        let s = Scalar::from_canonical_bytes(good[32..].try_into().unwrap()).unwrap();
+        let k = Scalar::from_bytes_mod_order_wide(
+            &Sha512::new()
+                .chain_update(&good[..32])
+                .chain_update(key.verifying_key().as_bytes())
+                .chain_update(msg)
+                .finalize()
+                .into(),
+        );
+        let with_s = |s: Scalar| {
+            let mut sig = good;
+            sig[32..].copy_from_slice(&s.to_bytes());
+            sig
+        };
+        let flip = |i: usize| {
+            let mut sig = good;
+            sig[i] ^= 1;
+            sig
+        };
+        let faults = [
+            ("R", flip(0)),
+            ("s", flip(32)),
+            ("nonce after R", with_s(s + Scalar::ONE)),
+            ("key", with_s(s + k)),
+        ];
+        for (what, sig) in faults {
+            assert_eq!(
+                release(&key, &table, msg, sig.to_vec()).unwrap_err().0,
+                CKR_DEVICE_ERROR,
+                "{what}"
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@
 //! through `CheckCurve::Table`); the tests below cover both paths alike.
 
 use crate::engine::ec::p256 as p256_engine;
-use crate::engine::ec::wnaf::wnaf;
+use crate::engine::ec::wnaf::{segment_multiples, wnaf};
 use ecdsa::{EcdsaCurve, Signature};
 use elliptic_curve::{
     ff::{Field, PrimeField},
@@ -144,21 +144,7 @@ impl<C: GenericCurve> KeyTable<C> {
         debug_assert!(C::EQUATION_A == -C::FieldElement::from(3));
         let l = segment_len::<C>();
         let half = 1usize << (w - 2);
-        let mut proj = Vec::with_capacity(SEG * half);
-        let mut base = p;
-        for i in 0..SEG {
-            let two = base.double();
-            let mut m = base;
-            for _ in 0..half {
-                proj.push(m);
-                m += two;
-            }
-            if i + 1 < SEG {
-                for _ in 0..l {
-                    base = base.double();
-                }
-            }
-        }
+        let proj = segment_multiples(p, SEG, l, half, |b| b.double(), |a, b| *a + b);
         let mut aff = vec![AffinePoint::<C>::IDENTITY; proj.len()];
         ProjectivePoint::<C>::batch_normalize(&proj, &mut aff);
         let fe = |b: FieldBytes<C>| {

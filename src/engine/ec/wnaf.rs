@@ -1,5 +1,6 @@
 //! Width-w NAF recoding of public scalars, for the variable-time double-scalar multiplication
-//! of the signature check (every curve): odd digits, |d| < 2^(w-1), nonzero digits at least w
+//! of the signature check (every curve), and the segment tables those digits index
+//! (`segment_multiples`): odd digits, |d| < 2^(w-1), nonzero digits at least w
 //! positions apart, so a table of 2^(w-2) odd multiples serves every digit by its sign.
 
 /// Width-w NAF of the big-endian scalar `be` (up to 72 bytes) into `out` (least significant
@@ -48,6 +49,36 @@ pub fn wnaf(be: &[u8], w: usize, out: &mut [i16]) {
         }
         pos += w;
     }
+}
+
+/// The points of a check's segment table, in the order the checks index them: for each of
+/// `seg` segments i, the `half` odd multiples 1·P_i, 3·P_i, … of P_i = 2^(l·i)·P, where a
+/// public scalar's wNAF digits at positions l·i .. l·(i+1) select from segment i. Generic
+/// over the point type: every curve's check builds its tables here, in its own arithmetic.
+pub fn segment_multiples<P: Copy>(
+    p: P,
+    seg: usize,
+    l: usize,
+    half: usize,
+    double: impl Fn(&P) -> P,
+    add: impl Fn(&P, &P) -> P,
+) -> Vec<P> {
+    let mut out = Vec::with_capacity(seg * half);
+    let mut base = p;
+    for i in 0..seg {
+        let two = double(&base);
+        let mut m = base;
+        for _ in 0..half {
+            out.push(m);
+            m = add(&m, &two);
+        }
+        if i + 1 < seg {
+            for _ in 0..l {
+                base = double(&base);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

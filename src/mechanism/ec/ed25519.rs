@@ -1,7 +1,8 @@
 //! Ed25519 (RFC 8032, pure: `CKM_EDDSA` without prehash or context) with `ed25519-dalek`:
 //! keys from their PKCS#11 encodings, signing with the verify-before-release check (on the
-//! engine's tables, `engine::ec::ed25519`), strict verification; and the `CK_EDDSA_PARAMS` the token accepts for either Edwards curve (Ed448
-//! itself is `ed448`). The EdDSA family around both is `eddsa.rs`.
+//! engine's tables, `engine::ec::ed25519`), strict verification; and the `CK_EDDSA_PARAMS`
+//! the token accepts for either Edwards curve (Ed448 itself is `ed448`). The EdDSA family
+//! around both is `eddsa.rs`.
 
 use crate::engine::ec::ed25519::KeyTable;
 use crate::error::{fail_because, Error, Result};

@@ -11,7 +11,7 @@
 //! once per key and cached with it (`PrivateKey::Ed25519`).
 
 use super::point::{to_niels, Ext, Niels};
-use crate::engine::ec::wnaf::wnaf;
+use crate::engine::ec::wnaf::{segment_multiples, wnaf};
 use curve25519_dalek::scalar::Scalar;
 use sha2::{Digest, Sha512};
 use std::sync::LazyLock;
@@ -54,19 +54,7 @@ impl KeyTable {
     fn with_width(encoded: &[u8; 32], w: usize) -> Option<KeyTable> {
         let p = Ext::decompress(encoded)?;
         let half = 1usize << (w - 2);
-        let mut ext = Vec::with_capacity(SEG * half);
-        let mut base = p;
-        for _ in 0..SEG {
-            let two = base.double(true);
-            let mut m = base;
-            for _ in 0..half {
-                ext.push(m);
-                m = m.add(&two);
-            }
-            for _ in 0..L {
-                base = base.double(true);
-            }
-        }
+        let ext = segment_multiples(p, SEG, L, half, Ext::double, Ext::add);
         Some(KeyTable {
             half,
             w,
@@ -110,7 +98,7 @@ fn lincomb(b: &KeyTable, u: &Scalar, a: &KeyTable, v: &Scalar) -> Ext {
     wnaf(&be(v), a.w, &mut dv);
     let mut acc = Ext::IDENTITY;
     for t in (0..L).rev() {
-        acc = acc.double(true);
+        acc = acc.double();
         for i in 0..SEG {
             // B's digits as they are, A's negated.
             for (tab, d, neg) in [(b, du[i * L + t], false), (a, dv[i * L + t], true)] {

@@ -101,9 +101,8 @@ impl Ext {
         out
     }
 
-    /// 2·self (dbl-2008-hwcd with a = −1: 4M + 4S). `with_t` false skips T, which only an
-    /// addition reads (a doubling that another doubling follows).
-    pub fn double(&self, with_t: bool) -> Ext {
+    /// 2·self (dbl-2008-hwcd with a = −1: 4M + 4S).
+    pub fn double(&self) -> Ext {
         let a = self.x.sqr();
         let b = self.y.sqr();
         let zz = self.z.sqr();
@@ -116,7 +115,7 @@ impl Ext {
             x: e.mul(&f),
             y: g.mul(&h),
             z: f.mul(&g),
-            t: if with_t { e.mul(&h) } else { Fe::ZERO },
+            t: e.mul(&h),
         }
     }
 

@@ -10,7 +10,7 @@
 use super::field::{limbs_from_be, limbs_to_be, lt, Arith, Fe, Portable, P};
 use super::point::{Affine, Jac};
 use super::scalar::{Scalar, N};
-use crate::engine::ec::wnaf::wnaf;
+use crate::engine::ec::wnaf::{segment_multiples, wnaf};
 use elliptic_curve::group::{Curve as _, Group as _};
 use elliptic_curve::point::AffineCoordinates;
 use p256::{AffinePoint, ProjectivePoint};
@@ -66,21 +66,7 @@ impl KeyTable {
     fn with_width(p: ProjectivePoint, w: usize) -> KeyTable {
         // Built with the p256 crate's arithmetic (once per key): batch normalisation is there.
         let half = 1usize << (w - 2);
-        let mut proj = Vec::with_capacity(SEG * half);
-        let mut base = p;
-        for i in 0..SEG {
-            let two = base.double();
-            let mut m = base;
-            for _ in 0..half {
-                proj.push(m);
-                m += two;
-            }
-            if i + 1 < SEG {
-                for _ in 0..L {
-                    base = base.double();
-                }
-            }
-        }
+        let proj = segment_multiples(p, SEG, L, half, |b| b.double(), |a, b| *a + b);
         let mut aff = vec![AffinePoint::IDENTITY; proj.len()];
         ProjectivePoint::batch_normalize(&proj, &mut aff);
         let fe = |b: p256::FieldBytes| {

@@ -29,6 +29,9 @@ fn us(mut f: impl FnMut()) -> f64 {
     best
 }
 
+/// (z, r, s, s⁻¹) of one signature.
+type Sig = ([u8; 32], [u8; 32], [u8; 32], [u8; 32]);
+
 fn family<A: Arith>(
     d: &[u8; 32],
     z: &[u8; 32],
@@ -37,11 +40,15 @@ fn family<A: Arith>(
     r: &[u8; 32],
     s: &[u8; 32],
     s_inv: &[u8; 32],
+    many: &[Sig],
 ) {
     let fe = Fe::<A>::from_be(z).unwrap();
     let sc = Scalar::from_be(k).unwrap();
     let comb = eng::comb::comb();
     let mut blind = [0x77u8; 128];
+    // One signature checked again and again lets the branch predictor learn its digits; a
+    // signer checks a new one each time.
+    let mut next = 0usize;
     let rows = [
         (
             "field mul",
@@ -75,6 +82,33 @@ fn family<A: Arith>(
                     }
                 }
                 std::hint::black_box(x);
+            }),
+        ),
+        (
+            "madd chain (ns per addition)",
+            us(|| {
+                let pt = eng::point::Affine { x: fe, y: fe.sqr() };
+                let mut acc = eng::point::Jac::<A>::from_affine(&eng::point::Affine {
+                    x: fe.dbl(),
+                    y: fe.neg(),
+                });
+                for _ in 0..1000 {
+                    acc = acc.add_affine_vartime(std::hint::black_box(&pt));
+                }
+                std::hint::black_box(acc);
+            }),
+        ),
+        (
+            "dbl chain (ns per doubling)",
+            us(|| {
+                let mut acc = eng::point::Jac::<A>::from_affine(&eng::point::Affine {
+                    x: fe.dbl(),
+                    y: fe.neg(),
+                });
+                for _ in 0..1000 {
+                    acc = acc.double_vartime();
+                }
+                std::hint::black_box(acc);
             }),
         ),
         (
@@ -130,6 +164,14 @@ fn family<A: Arith>(
             "check given the signer's s⁻¹",
             us(|| assert!(eng::check::verify::<A>(table, z, r, s, Some(s_inv)))),
         ),
+        (
+            "the same, 256 signatures in turn",
+            us(|| {
+                let (z, r, s, si) = &many[next % many.len()];
+                next += 1;
+                assert!(eng::check::verify::<A>(table, z, r, s, Some(si)))
+            }),
+        ),
     ];
     for (name, t) in rows {
         println!("  {:<34} {:8.2} µs", name, t);
@@ -145,6 +187,18 @@ fn main() {
     let k = [0x3c; 32];
     let (r, s, s_inv) = eng::sign(&d, &z, &k, &[0x77; 128]).unwrap();
     let nz = *key.as_nonzero_scalar();
+    let many: Vec<Sig> = (0..256u32)
+        .map(|i| {
+            let mut z = [0u8; 32];
+            let mut k = [0u8; 32];
+            getrandom::fill(&mut z).unwrap();
+            getrandom::fill(&mut k).unwrap();
+            k[0] &= 0x7f;
+            k[31] |= 1;
+            let (r, s, si) = eng::sign(&d, &z, &k, &[i as u8; 128]).unwrap();
+            (z, r, s, si)
+        })
+        .collect();
     println!("P-256 stages (µs of CPU per operation, one thread)");
     let ad = [7u8; 32];
     println!(
@@ -233,10 +287,10 @@ fn main() {
         }
     }
     println!("family portable");
-    family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s, &s_inv);
+    family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s, &s_inv, &many);
     #[cfg(target_arch = "x86_64")]
     if eng::mulx::available() {
         println!("family mulx");
-        family::<eng::mulx::Mulx>(&d, &z, &k, &table, &r, &s, &s_inv);
+        family::<eng::mulx::Mulx>(&d, &z, &k, &table, &r, &s, &s_inv, &many);
     }
 }

@@ -19,7 +19,7 @@
 //! the 64-bit scan, width 6 was the faster.
 
 use super::field::{limbs_from_be, Arith, Fe, Portable};
-use super::point::{Affine, Jac};
+use super::point::{Affine, Entry, Jac};
 use super::scalar::N;
 use elliptic_curve::group::{Curve as _, Group as _};
 use elliptic_curve::point::AffineCoordinates;
@@ -36,7 +36,7 @@ const NW: usize = 257usize.div_ceil(W);
 
 /// The generator's table: window j, entry m at `NW`·j + m.
 pub struct Comb {
-    entries: Vec<[u64; 8]>,
+    entries: Vec<Entry>,
 }
 
 static COMB: LazyLock<Comb> = LazyLock::new(Comb::new);
@@ -69,10 +69,7 @@ impl Comb {
             .map(|a| {
                 let x = Fe::<Portable>::from_be(&a.x().into()).expect("a coordinate");
                 let y = Fe::<Portable>::from_be(&a.y().into()).expect("a coordinate");
-                let mut e = [0u64; 8];
-                e[..4].copy_from_slice(&x.0);
-                e[4..].copy_from_slice(&y.0);
-                e
+                Entry::new(&Affine { x, y })
             })
             .collect();
         Comb { entries }
@@ -95,7 +92,7 @@ impl Comb {
     #[inline(always)]
     fn select_u64(&self, j: usize, idx: u64) -> [u64; 8] {
         let mut sel = [0u64; 8];
-        for (m, e) in self.entries[j * HALF..(j + 1) * HALF].iter().enumerate() {
+        for (m, Entry(e)) in self.entries[j * HALF..(j + 1) * HALF].iter().enumerate() {
             let x = idx ^ m as u64;
             // All ones when x = 0, else 0. The barrier keeps LLVM from turning it back into a
             // compare and conditional move on the secret index (valgrind saw it do so).
@@ -197,7 +194,7 @@ impl Comb {
 /// The CPU must run AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn select_avx2(row: &[[u64; 8]], idx: u64) -> [u64; 8] {
+unsafe fn select_avx2(row: &[Entry], idx: u64) -> [u64; 8] {
     use core::arch::x86_64::*;
     let want = _mm256_set1_epi64x(idx as i64);
     let one = _mm256_set1_epi64x(1);
@@ -205,9 +202,9 @@ unsafe fn select_avx2(row: &[[u64; 8]], idx: u64) -> [u64; 8] {
     let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
     for e in row {
         let mask = _mm256_cmpeq_epi64(m, want);
-        let p = e.as_ptr().cast::<__m256i>();
-        // SAFETY: `e` is 8 u64 (64 bytes): p and p + 1 cover it; loadu needs no alignment.
-        let (a, b) = unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1))) };
+        let p = e.0.as_ptr().cast::<__m256i>();
+        // SAFETY: `e` is 8 u64 (64 bytes, aligned to 64): p and p + 1 cover it.
+        let (a, b) = unsafe { (_mm256_load_si256(p), _mm256_load_si256(p.add(1))) };
         lo = _mm256_or_si256(lo, _mm256_and_si256(mask, a));
         hi = _mm256_or_si256(hi, _mm256_and_si256(mask, b));
         m = _mm256_add_epi64(m, one);
@@ -293,7 +290,7 @@ pub(crate) mod tests {
         let c = comb();
         for j in [0, NW / 2, NW - 1] {
             for idx in 0..HALF as u64 {
-                let want = c.entries[j * HALF + idx as usize];
+                let want = c.entries[j * HALF + idx as usize].0;
                 assert_eq!(c.select_u64(j, idx), want);
                 #[cfg(target_arch = "x86_64")]
                 if std::is_x86_feature_detected!("avx2") {

@@ -7,6 +7,34 @@
 
 use super::field::{Arith, Fe};
 
+/// A table entry: an affine point's x then y limbs (Montgomery form), on a cache line of its
+/// own. Unaligned, a 64-byte entry straddles two lines (the allocator aligns to 16): twice
+/// the lines for each lookup of the check and a split load for half of the comb scan's loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct Entry(pub [u64; 8]);
+
+impl Entry {
+    pub fn new<A: Arith>(p: &Affine<A>) -> Entry {
+        let mut e = [0u64; 8];
+        e[..4].copy_from_slice(&p.x.0);
+        e[4..].copy_from_slice(&p.y.0);
+        Entry(e)
+    }
+
+    /// The point, its y negated when `neg` is true (variable time: public entries only).
+    #[inline(always)]
+    pub fn affine_vartime<A: Arith>(&self, neg: bool) -> Affine<A> {
+        let e = &self.0;
+        let x = Fe::from_limbs([e[0], e[1], e[2], e[3]]);
+        let y = Fe::from_limbs([e[4], e[5], e[6], e[7]]);
+        Affine {
+            x,
+            y: if neg { y.neg() } else { y },
+        }
+    }
+}
+
 /// An affine point (x, y) in Montgomery form; never the identity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Affine<A: Arith> {

@@ -32,16 +32,9 @@ fn us(mut f: impl FnMut()) -> f64 {
 /// (z, r, s, s⁻¹) of one signature.
 type Sig = ([u8; 32], [u8; 32], [u8; 32], [u8; 32]);
 
-fn family<A: Arith>(
-    d: &[u8; 32],
-    z: &[u8; 32],
-    k: &[u8; 32],
-    table: &KeyTable,
-    r: &[u8; 32],
-    s: &[u8; 32],
-    s_inv: &[u8; 32],
-    many: &[Sig],
-) {
+/// `one` is made with nonce `k`; `many` with random ones.
+fn family<A: Arith>(d: &[u8; 32], k: &[u8; 32], table: &KeyTable, one: &Sig, many: &[Sig]) {
+    let (z, r, s, s_inv) = one;
     let fe = Fe::<A>::from_be(z).unwrap();
     let sc = Scalar::from_be(k).unwrap();
     let comb = eng::comb::comb();
@@ -287,10 +280,10 @@ fn main() {
         }
     }
     println!("family portable");
-    family::<eng::field::Portable>(&d, &z, &k, &table, &r, &s, &s_inv, &many);
+    family::<eng::field::Portable>(&d, &k, &table, &(z, r, s, s_inv), &many);
     #[cfg(target_arch = "x86_64")]
     if eng::mulx::available() {
         println!("family mulx");
-        family::<eng::mulx::Mulx>(&d, &z, &k, &table, &r, &s, &s_inv, &many);
+        family::<eng::mulx::Mulx>(&d, &k, &table, &(z, r, s, s_inv), &many);
     }
 }

@@ -173,9 +173,15 @@ impl PreparedKey {
     }
 }
 
-/// An RSA public key prepared for verification and encryption.
+/// An RSA public key prepared for verification and encryption. The public-key operation runs
+/// on the scalar families' Montgomery arithmetic (`kernel::scalar::exp::public_power`: mulx
+/// where the CPU has it), the code that checks every signature before release; the rsa crate
+/// still validates the key (`PortablePublic::new`).
 pub struct PublicKey {
-    inner: portable::PortablePublic,
+    /// n with its Montgomery constants, and e.
+    scalar: (kernel::scalar::key::Modulus, u64),
+    /// n as `modulus_len` big-endian bytes: inputs must be below it.
+    n_be: Vec<u8>,
     modulus_len: usize,
     modulus_bits: usize,
 }
@@ -187,8 +193,17 @@ impl PublicKey {
             return Err(EngineError::InvalidKey);
         }
         let modulus_bits = bit_len(n);
+        // The rsa crate's checks first: an odd modulus of 512 to 16,384 bits, e of 64 bits
+        // at most and not zero.
+        portable::PortablePublic::new(modulus, public_exponent)?;
+        let mut limbs = vec![0u64; n.len().div_ceil(8)];
+        kernel::scalar::limbs::from_be_bytes(n, &mut limbs);
+        let e = strip_zeros(public_exponent)
+            .iter()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
         Ok(PublicKey {
-            inner: portable::PortablePublic::new(modulus, public_exponent)?,
+            scalar: (kernel::scalar::key::Modulus::new(limbs), e),
+            n_be: n.to_vec(),
             modulus_len: modulus_bits.div_ceil(8),
             modulus_bits,
         })
@@ -202,12 +217,82 @@ impl PublicKey {
         self.modulus_bits
     }
 
-    /// RSAEP/RSAVP1 on a `modulus_len()`-byte input; the output has the same length.
+    /// RSAEP/RSAVP1 on a `modulus_len()`-byte input below n; the output has the same length.
     pub fn public_op(&self, input: &[u8]) -> Result<Vec<u8>, EngineError> {
-        if input.len() != self.modulus_len {
+        // Both big-endian of the same length: byte order is numeric order.
+        if input.len() != self.modulus_len || input >= &self.n_be[..] {
             return Err(EngineError::InputOutOfRange);
         }
-        self.inner.public_op(input)
+        let (n, e) = (&self.scalar.0, self.scalar.1);
+        use kernel::scalar::exp::public_power;
+        #[cfg(target_arch = "x86_64")]
+        let y = if kernel::scalar::mulx::available() {
+            public_power::<kernel::scalar::mulx::Mulx>(n, e, self.modulus_len, input)
+        } else {
+            public_power::<kernel::scalar::portable::Portable>(n, e, self.modulus_len, input)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let y = public_power::<kernel::scalar::portable::Portable>(n, e, self.modulus_len, input);
+        y.ok_or(EngineError::InputOutOfRange)
+    }
+}
+
+#[cfg(test)]
+mod public_key_tests {
+    use super::*;
+
+    /// The public operation equals the rsa crate's for generated keys of several sizes, odd
+    /// and 3-byte exponents, edge inputs (0, 1, 2, n - 1) and random ones; n and above are
+    /// refused, as are inputs of another length.
+    #[test]
+    fn public_op_agrees_with_rsa_crate() {
+        for (bits, e) in [
+            (1024usize, &[1u8, 0, 1][..]),
+            (2048, &[1, 0, 1]),
+            (1536, &[3]),
+            (3072, &[1, 0, 1]),
+        ] {
+            let c = generate(bits, e).expect("key generation");
+            let (n, e) = (&c.modulus[..], &c.public_exponent[..]);
+            let ours = PublicKey::new(n, e).unwrap();
+            let theirs = portable::PortablePublic::new(n, e).unwrap();
+            let k = ours.modulus_len();
+            let n_be = strip_zeros(n).to_vec();
+            assert_eq!(n_be.len(), k);
+            let mut inputs = vec![vec![0u8; k], vec![0u8; k], vec![0u8; k]];
+            inputs[1][k - 1] = 1;
+            inputs[2][k - 1] = 2;
+            let mut n_minus_1 = n_be.clone();
+            n_minus_1[k - 1] -= 1; // n is odd
+            inputs.push(n_minus_1);
+            for _ in 0..20 {
+                let mut r = vec![0u8; k];
+                getrandom::fill(&mut r).unwrap();
+                r[0] %= n_be[0].max(1);
+                inputs.push(r);
+            }
+            for x in &inputs {
+                assert_eq!(
+                    ours.public_op(x).unwrap(),
+                    theirs.public_op(x).unwrap(),
+                    "{bits} bits"
+                );
+            }
+            let mut above = n_be.clone();
+            assert_eq!(ours.public_op(&above).unwrap_err(), EngineError::InputOutOfRange);
+            above[k - 1] = above[k - 1].wrapping_add(1);
+            if above > n_be {
+                assert_eq!(ours.public_op(&above).unwrap_err(), EngineError::InputOutOfRange);
+            }
+            assert_eq!(
+                ours.public_op(&[0xff; 1]).unwrap_err(),
+                EngineError::InputOutOfRange
+            );
+            assert_eq!(
+                ours.public_op(&vec![0u8; k + 1]).unwrap_err(),
+                EngineError::InputOutOfRange
+            );
+        }
     }
 }
 

@@ -176,12 +176,20 @@ pub fn check<A: Arith>(key: &ScalarKey, input: &[u8], sig: &[u8]) -> bool {
 /// s^e mod n == input for a public key given as its modulus (with its constants), exponent
 /// and length in bytes: `check`, and the AVX2 family's check of each result.
 pub fn check_public<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, input: &[u8], sig: &[u8]) -> bool {
+    public_power::<A>(n, e, modulus_len, sig).is_some_and(|y| y == input)
+}
+
+/// s^e mod n as `modulus_len` big-endian bytes, for the big-endian s (`modulus_len` bytes,
+/// below n: callers check that), on the family's arithmetic: the public-key operation
+/// (RSAVP1, RSAEP) of `engine::PublicKey`, and the check of every result. None for a modulus
+/// over `MAX_LIMBS` or an s of another length. Public values only: the loop branches on e.
+pub fn public_power<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, s_be: &[u8]) -> Option<Vec<u8>> {
     let len = n.m.len();
-    if len > MAX_LIMBS || sig.len() != modulus_len {
-        return false;
+    if len > MAX_LIMBS || s_be.len() != modulus_len || e == 0 {
+        return None;
     }
     let mut s = vec![0u64; len];
-    from_be_bytes(sig, &mut s);
+    from_be_bytes(s_be, &mut s);
     let mut base = vec![0u64; len];
     A::mul(&s, &n.rr, &n.m, n.k0, &mut base);
     let mut y = base.clone();
@@ -203,7 +211,7 @@ pub fn check_public<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, input: &[
     let mut one = vec![0u64; len];
     one[0] = 1;
     A::mul(&y, &one, &n.m, n.k0, &mut t);
-    to_be_bytes(&t, modulus_len) == input
+    Some(to_be_bytes(&t, modulus_len))
 }
 
 /// The checked private-key operation (an empty, unverified result for a malformed input, which

@@ -818,3 +818,84 @@ fn des_3des_and_md5_hmac_are_invalid_mechanisms_everywhere() {
         .iter()
         .all(|m| !m.to_string().contains("DES")));
 }
+
+/// C_Verify of RSA on signatures made by OpenSSL's command line with its own keys (1024 to
+/// 4096 bits), imported as public key objects: each verifies; a flipped bit, n - 1, n itself
+/// and a value above n (all bits set) give CKR_SIGNATURE_INVALID, a signature one byte short
+/// or long CKR_SIGNATURE_LEN_RANGE.
+#[test]
+fn openssl_signatures_verify_on_the_token_and_out_of_range_values_are_refused() {
+    let (_env, _p, s) = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (key, msg, sig) = (path("k.pem"), path("m"), path("s"));
+    let data = b"example.com. 3600 IN SOA ns1 hostmaster 1 7200 3600 1209600 3600";
+    std::fs::write(&msg, data).unwrap();
+    for bits in [1024u32, 2048, 3072, 4096] {
+        let kbits = format!("rsa_keygen_bits:{bits}");
+        assert!(openssl(&[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            &kbits,
+            "-out",
+            &key
+        ]));
+        assert!(openssl(&["dgst", "-sha256", "-sign", &key, "-out", &sig, &msg]));
+        let out = std::process::Command::new("openssl")
+            .args(["rsa", "-in", &key, "-noout", "-modulus"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let hex = text
+            .trim()
+            .strip_prefix("Modulus=")
+            .expect("openssl rsa -modulus");
+        let n: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        assert_eq!(n.len() * 8, bits as usize);
+        let public = s
+            .create_object(&[
+                Attribute::Class(ObjectClass::PUBLIC_KEY),
+                Attribute::KeyType(KeyType::RSA),
+                Attribute::Modulus(n.clone()),
+                Attribute::PublicExponent(vec![1, 0, 1]),
+                Attribute::Verify(true),
+                Attribute::Token(false),
+            ])
+            .unwrap();
+        let good = std::fs::read(&sig).unwrap();
+        assert_eq!(good.len(), n.len());
+        let mech = Mechanism::Sha256RsaPkcs;
+        s.verify(&mech, public, data, &good).unwrap();
+        let mut flipped = good.clone();
+        flipped[n.len() / 2] ^= 0x10;
+        let mut n_minus_1 = n.clone();
+        *n_minus_1.last_mut().unwrap() -= 1; // n is odd
+        for (what, bad) in [
+            ("a flipped bit", flipped),
+            ("n - 1", n_minus_1),
+            ("n", n.clone()),
+            ("all bits set", vec![0xff; n.len()]),
+        ] {
+            assert_eq!(
+                rv(s.verify(&mech, public, data, &bad).unwrap_err()),
+                RvError::SignatureInvalid,
+                "{bits} bits, {what}"
+            );
+        }
+        for len in [n.len() - 1, n.len() + 1] {
+            let mut wrong = good.clone();
+            wrong.resize(len, 0);
+            assert_eq!(
+                rv(s.verify(&mech, public, data, &wrong).unwrap_err()),
+                RvError::SignatureLenRange,
+                "{bits} bits, {len} bytes"
+            );
+        }
+        s.destroy_object(public).unwrap();
+    }
+}

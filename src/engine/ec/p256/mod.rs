@@ -71,7 +71,7 @@ pub fn family_name() -> &'static str {
     }
 }
 
-fn use_mulx() -> bool {
+pub(super) fn use_mulx() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         FAMILY.load(Ordering::Relaxed) != PORTABLE && mulx::available()

@@ -102,6 +102,28 @@ impl<A: Arith> Jac<A> {
         (Jac { x: x3, y: y3, z: z3 }, same)
     }
 
+    /// P + Q for Jacobian P and Q (add-2007-bl, 11M + 5S), branch-free. Exact when neither is
+    /// the identity and P ≠ ±Q: the tables' builder (`check::KeyTable`) adds only m·P + 2·P
+    /// for small odd m.
+    #[inline(always)]
+    pub fn add_ct(&self, q: &Jac<A>) -> Jac<A> {
+        let z1z1 = self.z.sqr();
+        let z2z2 = q.z.sqr();
+        let u1 = self.x.mul(&z2z2);
+        let u2 = q.x.mul(&z1z1);
+        let s1 = self.y.mul(&q.z).mul(&z2z2);
+        let s2 = q.y.mul(&self.z).mul(&z1z1);
+        let h = u2.sub(&u1);
+        let i = h.dbl().sqr();
+        let j = h.mul(&i);
+        let r = s2.sub(&s1).dbl();
+        let v = u1.mul(&i);
+        let x3 = r.sqr().sub(&j).sub(&v.dbl());
+        let y3 = r.mul(&v.sub(&x3)).sub(&s1.mul(&j).dbl());
+        let z3 = self.z.add(&q.z).sqr().sub(&z1z1).sub(&z2z2).mul(&h);
+        Jac { x: x3, y: y3, z: z3 }
+    }
+
     /// a if mask is 0, b if all ones.
     #[inline(always)]
     pub fn select(mask: u64, a: &Jac<A>, b: &Jac<A>) -> Jac<A> {
@@ -213,6 +235,15 @@ pub(crate) mod tests {
             assert_eq!(same, 0);
             assert_eq!(affine_bytes(&sum), theirs(&(p + q)));
             assert_eq!(affine_bytes(&pj.add_affine_vartime(&qa)), theirs(&(p + q)));
+            // Jacobian + Jacobian, Q with another Z, in both orders.
+            let u = t.sqr().add(&Fe::ONE);
+            let qj = Jac {
+                x: qa.x.mul(&u.sqr()),
+                y: qa.y.mul(&u.sqr()).mul(&u),
+                z: u,
+            };
+            assert_eq!(affine_bytes(&pj.add_ct(&qj)), theirs(&(p + q)));
+            assert_eq!(affine_bytes(&qj.add_ct(&pj)), theirs(&(p + q)));
             // P + P: reported, and mended by the vartime form.
             let (_, same) = pj.add_affine_ct(&pa);
             assert_eq!(same, u64::MAX);

@@ -62,55 +62,24 @@ impl KeyTable {
         KeyTable::of_point(q, W_Q)
     }
 
-    /// Built on the family this CPU runs (the limbs are the same in every family).
+    /// Built on the family this CPU runs (`odd_multiples_here`).
     fn of_point(q: &AffinePoint, w: usize) -> KeyTable {
-        #[cfg(target_arch = "x86_64")]
-        if super::use_mulx() {
-            return KeyTable::built::<super::mulx::Mulx>(q, w);
+        let half = 1usize << (w - 2);
+        KeyTable {
+            half,
+            w,
+            pts: odd_multiples_here(q, SEG, L, half),
         }
-        KeyTable::built::<Portable>(q, w)
     }
 
-    /// The odd multiples in Jacobian coordinates on the dedicated field (m·P + 2·P for odd m,
-    /// never equal or opposite points for m below 2^(w-1); each segment's base by doublings),
-    /// then one batch normalisation: Montgomery's trick, one variable-time inversion (the
-    /// point is public). A key's table took 1.34 ms on the p256 crate's arithmetic, on its
-    /// first signature.
+    #[cfg(test)]
     fn built<A: Arith>(q: &AffinePoint, w: usize) -> KeyTable {
         let half = 1usize << (w - 2);
-        let fe =
-            |b: p256::FieldBytes| Fe::<A>::from_be(&b.into()).expect("affine coordinates are field elements");
-        let p = Affine {
-            x: fe(q.x()),
-            y: fe(q.y()),
-        };
-        let jac = segment_multiples(
-            Jac::from_affine(&p),
-            SEG,
-            L,
+        KeyTable {
             half,
-            |b| b.double(),
-            |a, b| a.add_ct(b),
-        );
-        // prefix[i] = Z_0 · … · Z_i; then (Z_0 · … · Z_i)⁻¹ from the top down.
-        let mut prefix = Vec::with_capacity(jac.len());
-        let mut acc = Fe::<A>::ONE;
-        for j in &jac {
-            acc = acc.mul(&j.z);
-            prefix.push(acc);
+            w,
+            pts: odd_multiples::<A>(q, SEG, L, half),
         }
-        let mut inv = acc.invert_vartime();
-        let mut pts = vec![Entry([0; 8]); jac.len()];
-        for i in (0..jac.len()).rev() {
-            let zi = if i > 0 { inv.mul(&prefix[i - 1]) } else { inv };
-            inv = inv.mul(&jac[i].z);
-            let zi2 = zi.sqr();
-            pts[i] = Entry::new(&Affine {
-                x: jac[i].x.mul(&zi2),
-                y: jac[i].y.mul(&zi2).mul(&zi),
-            });
-        }
-        KeyTable { half, w, pts }
     }
 
     /// The table as the p256 crate's arithmetic makes it (what `built` is tested against).
@@ -259,6 +228,57 @@ fn prefetch(e: &Entry) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = e;
+}
+
+/// The points of a segment table (`wnaf::segment_multiples`: for each of `seg` segments i,
+/// the `half` odd multiples of 2^(l·i)·P) as affine entries, computed on the dedicated field:
+/// Jacobian multiples (m·P_i + 2·P_i for odd m, never equal or opposite points for m below
+/// n/2; each segment's base by doublings), then one batch normalisation, Montgomery's trick
+/// with one variable-time inversion (the point is public). The check's tables and the comb's.
+/// A key's table took 1.34 ms on the p256 crate's arithmetic on its first signature; 0.62 ms.
+pub(super) fn odd_multiples<A: Arith>(q: &AffinePoint, seg: usize, l: usize, half: usize) -> Vec<Entry> {
+    let fe =
+        |b: p256::FieldBytes| Fe::<A>::from_be(&b.into()).expect("affine coordinates are field elements");
+    let p = Affine {
+        x: fe(q.x()),
+        y: fe(q.y()),
+    };
+    let jac = segment_multiples(
+        Jac::from_affine(&p),
+        seg,
+        l,
+        half,
+        |b| b.double(),
+        |a, b| a.add_ct(b),
+    );
+    // prefix[i] = Z_0 · … · Z_i; then (Z_0 · … · Z_i)⁻¹ from the top down.
+    let mut prefix = Vec::with_capacity(jac.len());
+    let mut acc = Fe::<A>::ONE;
+    for j in &jac {
+        acc = acc.mul(&j.z);
+        prefix.push(acc);
+    }
+    let mut inv = acc.invert_vartime();
+    let mut pts = vec![Entry([0; 8]); jac.len()];
+    for i in (0..jac.len()).rev() {
+        let zi = if i > 0 { inv.mul(&prefix[i - 1]) } else { inv };
+        inv = inv.mul(&jac[i].z);
+        let zi2 = zi.sqr();
+        pts[i] = Entry::new(&Affine {
+            x: jac[i].x.mul(&zi2),
+            y: jac[i].y.mul(&zi2).mul(&zi),
+        });
+    }
+    pts
+}
+
+/// `odd_multiples` on the family this CPU runs (the limbs are the same in every family).
+pub(super) fn odd_multiples_here(q: &AffinePoint, seg: usize, l: usize, half: usize) -> Vec<Entry> {
+    #[cfg(target_arch = "x86_64")]
+    if super::use_mulx() {
+        return odd_multiples::<super::mulx::Mulx>(q, seg, l, half);
+    }
+    odd_multiples::<Portable>(q, seg, l, half)
 }
 
 #[cfg(test)]

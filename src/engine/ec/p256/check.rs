@@ -7,7 +7,7 @@
 //! - the exceptional cases (identity, equal points) by branches;
 //! - x(R) mod n = r compared projectively (X = r·Z², or (r + n)·Z² when r + n < p).
 
-use super::field::{limbs_from_be, limbs_to_be, lt, Arith, Fe, Portable, P};
+use super::field::{limbs_from_be, limbs_to_be, lt, Arith, Fe, P};
 use super::point::{Affine, Entry, Jac};
 use super::scalar::{Scalar, N};
 use crate::engine::ec::wnaf::{segment_multiples, wnaf};
@@ -62,55 +62,14 @@ impl KeyTable {
         KeyTable::of_point(q, W_Q)
     }
 
-    /// Built on the family this CPU runs (`odd_multiples_here`).
+    /// Built on the family this CPU runs (`super::odd_multiples_here`).
     fn of_point(q: &AffinePoint, w: usize) -> KeyTable {
         let half = 1usize << (w - 2);
         KeyTable {
             half,
             w,
-            pts: odd_multiples_here(q, SEG, L, half),
+            pts: super::odd_multiples_here(q, SEG, L, half),
         }
-    }
-
-    #[cfg(test)]
-    fn built<A: Arith>(q: &AffinePoint, w: usize) -> KeyTable {
-        let half = 1usize << (w - 2);
-        KeyTable {
-            half,
-            w,
-            pts: odd_multiples::<A>(q, SEG, L, half),
-        }
-    }
-
-    /// The table as the p256 crate's arithmetic makes it (what `built` is tested against).
-    #[cfg(test)]
-    fn reference(q: &AffinePoint, w: usize) -> KeyTable {
-        use elliptic_curve::group::{Curve as _, Group as _};
-        use p256::ProjectivePoint;
-        let half = 1usize << (w - 2);
-        let proj = segment_multiples(
-            ProjectivePoint::from(*q),
-            SEG,
-            L,
-            half,
-            |b| b.double(),
-            |a, b| *a + b,
-        );
-        let mut aff = vec![AffinePoint::IDENTITY; proj.len()];
-        ProjectivePoint::batch_normalize(&proj, &mut aff);
-        let fe = |b: p256::FieldBytes| {
-            Fe::<Portable>::from_be(&b.into()).expect("affine coordinates are field elements")
-        };
-        let pts = aff
-            .iter()
-            .map(|a| {
-                Entry::new(&Affine {
-                    x: fe(a.x()),
-                    y: fe(a.y()),
-                })
-            })
-            .collect();
-        KeyTable { half, w, pts }
     }
 }
 
@@ -272,17 +231,39 @@ pub(super) fn odd_multiples<A: Arith>(q: &AffinePoint, seg: usize, l: usize, hal
     pts
 }
 
-/// `odd_multiples` on the family this CPU runs (the limbs are the same in every family).
-pub(super) fn odd_multiples_here(q: &AffinePoint, seg: usize, l: usize, half: usize) -> Vec<Entry> {
-    #[cfg(target_arch = "x86_64")]
-    if super::use_mulx() {
-        return odd_multiples::<super::mulx::Mulx>(q, seg, l, half);
-    }
-    odd_multiples::<Portable>(q, seg, l, half)
+/// The same segment table made with the p256 crate's arithmetic (what `odd_multiples` is
+/// tested against, for the check's tables and the comb's).
+#[cfg(test)]
+pub(super) fn reference_multiples(q: &AffinePoint, seg: usize, l: usize, half: usize) -> Vec<Entry> {
+    use super::field::Portable;
+    use elliptic_curve::group::{Curve as _, Group as _};
+    use p256::ProjectivePoint;
+    let proj = segment_multiples(
+        ProjectivePoint::from(*q),
+        seg,
+        l,
+        half,
+        |b| b.double(),
+        |a, b| *a + b,
+    );
+    let mut aff = vec![AffinePoint::IDENTITY; proj.len()];
+    ProjectivePoint::batch_normalize(&proj, &mut aff);
+    let fe = |b: p256::FieldBytes| {
+        Fe::<Portable>::from_be(&b.into()).expect("affine coordinates are field elements")
+    };
+    aff.iter()
+        .map(|a| {
+            Entry::new(&Affine {
+                x: fe(a.x()),
+                y: fe(a.y()),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::field::Portable;
     use super::*;
 
     /// Tables built on each family equal the p256 crate's, for the generator at both widths
@@ -299,12 +280,12 @@ mod tests {
         }
         for (i, q) in points.iter().enumerate() {
             for w in [W_Q, if i == 0 { W_G } else { 4 }] {
-                let want = KeyTable::reference(q, w);
-                let got = KeyTable::built::<Portable>(q, w);
-                assert!(got.pts == want.pts && got.half == want.half && got.w == want.w);
+                let half = 1usize << (w - 2);
+                let want = reference_multiples(q, SEG, L, half);
+                assert!(odd_multiples::<Portable>(q, SEG, L, half) == want);
                 #[cfg(target_arch = "x86_64")]
                 if super::super::mulx::available() {
-                    assert!(KeyTable::built::<super::super::mulx::Mulx>(q, w).pts == want.pts);
+                    assert!(odd_multiples::<super::super::mulx::Mulx>(q, SEG, L, half) == want);
                 }
             }
         }

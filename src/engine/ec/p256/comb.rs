@@ -49,41 +49,8 @@ impl Comb {
         // Window j's entries are the odd multiples of 2^(W·j)·G: a segment table with
         // segments of W bits (`check::odd_multiples`, on the dedicated field).
         Comb {
-            entries: super::check::odd_multiples_here(&AffinePoint::GENERATOR, NW, W, HALF),
+            entries: super::odd_multiples_here(&AffinePoint::GENERATOR, NW, W, HALF),
         }
-    }
-
-    /// The table as the p256 crate's arithmetic makes it (what `new` is tested against).
-    #[cfg(test)]
-    fn reference() -> Comb {
-        use super::field::Portable;
-        use elliptic_curve::group::{Curve as _, Group as _};
-        use elliptic_curve::point::AffineCoordinates;
-        use p256::ProjectivePoint;
-        let mut proj = Vec::with_capacity(NW * HALF);
-        let mut base = ProjectivePoint::GENERATOR;
-        for _ in 0..NW {
-            let two = base.double();
-            let mut m = base;
-            for _ in 0..HALF {
-                proj.push(m);
-                m += two;
-            }
-            for _ in 0..W {
-                base = base.double();
-            }
-        }
-        let mut aff = vec![AffinePoint::IDENTITY; proj.len()];
-        ProjectivePoint::batch_normalize(&proj, &mut aff);
-        let entries = aff
-            .iter()
-            .map(|a| {
-                let x = Fe::<Portable>::from_be(&a.x().into()).expect("a coordinate");
-                let y = Fe::<Portable>::from_be(&a.y().into()).expect("a coordinate");
-                Entry::new(&Affine { x, y })
-            })
-            .collect();
-        Comb { entries }
     }
 
     /// Entry `idx` of window `j`, reading all of the window's entries: with AVX2 where the
@@ -302,7 +269,8 @@ pub(crate) mod tests {
     /// The table made on the dedicated field equals the p256 crate's, entry for entry.
     #[test]
     fn table_equals_the_p256_crate_s() {
-        assert!(comb().entries == Comb::reference().entries);
+        let want = super::super::check::reference_multiples(&AffinePoint::GENERATOR, NW, W, HALF);
+        assert!(comb().entries == want);
     }
 
     /// The AVX2 scan and the 64-bit one pick the same entry for every index of a window.

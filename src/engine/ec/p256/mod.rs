@@ -71,7 +71,7 @@ pub fn family_name() -> &'static str {
     }
 }
 
-pub(super) fn use_mulx() -> bool {
+fn use_mulx() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         FAMILY.load(Ordering::Relaxed) != PORTABLE && mulx::available()
@@ -98,6 +98,26 @@ macro_rules! dispatch {
             $f::<Portable>($($arg),*)
         }
     }};
+}
+
+/// `check::odd_multiples` on the family chosen for this CPU (the limbs are the same in every
+/// family): the check's tables and the comb's.
+pub(crate) fn odd_multiples_here(
+    q: &p256::AffinePoint,
+    seg: usize,
+    l: usize,
+    half: usize,
+) -> Vec<point::Entry> {
+    dispatch!(odd_multiples_with(q, seg, l, half))
+}
+
+fn odd_multiples_with<A: Arith>(
+    q: &p256::AffinePoint,
+    seg: usize,
+    l: usize,
+    half: usize,
+) -> Vec<point::Entry> {
+    check::odd_multiples::<A>(q, seg, l, half)
 }
 
 /// x(k·G) for big-endian k in [1, n - 1], constant time.

@@ -64,6 +64,24 @@ trait Simd: Copy {
     unsafe fn blend_nonzero(into: Self, x: Self, b: Self) -> Self;
 }
 
+/// `$v` (a vector variable), held in a vector register from here on: the blends take both
+/// their operands from registers, never from memory. Without it LLVM folds a table entry's load into
+/// the masked move (`vmovdqa64 (mem), zmm{k}`, a masked load), and whether a load whose mask is
+/// all zero reads its cache line is left to the CPU (AMD's manual: "implementation
+/// dependent"): the table scan would then touch only the entries some lane's secret digit
+/// selects. With the value in a register every entry is loaded in full, whatever the digits.
+/// `tests/no_masked_loads.rs` checks the built library for such loads. Used inside functions
+/// that enable AVX-512F.
+macro_rules! in_register {
+    ($v:ident, $m:literal) => {
+        // SAFETY: an empty instruction sequence (a comment naming the register): no memory
+        // access, no stack, no flags; the enclosing function enables AVX-512F.
+        unsafe {
+            core::arch::asm!(concat!("/* {v:", $m, "} */"), v = inout(zmm_reg) $v, options(pure, nomem, nostack, preserves_flags));
+        }
+    };
+}
+
 macro_rules! simd_impl {
     ($name:ident, $t:ty, $lanes:expr, $zero:ident, $set1:ident, $load:ident, $store:ident,
      $lo:ident, $hi:ident, $add:ident, $sub:ident, $and:ident, $srlv:ident,
@@ -145,12 +163,18 @@ macro_rules! simd_impl {
             #[inline]
             #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
             unsafe fn blend_eq(into: Self, x: Self, y: Self, b: Self) -> Self {
-                $name($movmask(into.0, $cmpeq(x.0, y.0), b.0))
+                let (mut a, mut v) = (into.0, b.0);
+                in_register!(a, $m);
+                in_register!(v, $m);
+                $name($movmask(a, $cmpeq(x.0, y.0), v))
             }
             #[inline]
             #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
             unsafe fn blend_nonzero(into: Self, x: Self, b: Self) -> Self {
-                $name($movmask(into.0, $cmpneq(x.0, $zero()), b.0))
+                let (mut a, mut v) = (into.0, b.0);
+                in_register!(a, $m);
+                in_register!(v, $m);
+                $name($movmask(a, $cmpneq(x.0, $zero()), v))
             }
         }
     };

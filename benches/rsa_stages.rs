@@ -3,6 +3,34 @@
 //! shared, and the minimum is the stage's own cost). `cargo bench --bench rsa_stages`
 //! (`STAGES_SIZES=2048,4096` to pick sizes). The breakdown in docs/performance.md comes
 //! from here; the module's throughput through PKCS#11 from `ferrohsm-util speed`.
+/// `n` rounds of 12 independent `vpmuludq` + `vpaddq` pairs on 256-bit registers.
+///
+/// # Safety
+/// The CPU must run AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mul_add_pairs(n: usize) -> u64 {
+    use std::arch::x86_64::*;
+    let mut a = [_mm256_setzero_si256(); 12];
+    let mut acc = [_mm256_setzero_si256(); 12];
+    for (i, v) in a.iter_mut().enumerate() {
+        *v = _mm256_set1_epi64x(i as i64 + 3);
+    }
+    let mut b = _mm256_set1_epi64x(12345);
+    for _ in 0..n {
+        for i in 0..12 {
+            acc[i] = _mm256_add_epi64(acc[i], _mm256_mul_epu32(a[i], b));
+        }
+        // b is opaque to the optimiser: the products cannot be hoisted out of the loop.
+        b = std::hint::black_box(b);
+    }
+    let mut s = 0u64;
+    for v in acc {
+        s = s.wrapping_add(_mm256_extract_epi64::<0>(v) as u64);
+    }
+    s
+}
+
 #[cfg(target_arch = "x86_64")]
 fn main() {
     use ferrohsm::engine::generate;
@@ -25,6 +53,25 @@ fn main() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     let ghz = (tsc() - t0) as f64 / i0.elapsed().as_nanos() as f64;
     println!("TSC {ghz:.3} GHz; cycles are TSC cycles, minimum of repeated runs");
+    // The AVX2 kernel's bound on this CPU: a limb product is a `vpmuludq` and the `vpaddq` that
+    // accumulates it (AVX2 has no multiply-add), both on the vector ports. Twelve independent
+    // chains of the pair, so neither latency nor loads limit it: what `ams` and `amm` could
+    // reach at best.
+    let pair = if ferrohsm::engine::kernel::avx2::vertical::available() {
+        const N: usize = 200_000;
+        // SAFETY: the CPU runs AVX2 (checked just above).
+        let c = cycles(20, || unsafe {
+            std::hint::black_box(mul_add_pairs(N));
+        });
+        let pair = c as f64 / (N * 12) as f64;
+        println!(
+            "AVX2 multiply-add bound: {pair:.3} cycles per vpmuludq + vpaddq (4 lanes of 32x32 bits; \
+             12 independent chains)"
+        );
+        pair
+    } else {
+        0.0
+    };
     {
         // The hand-off of `scalar::pair`: two busy halves of ~1 ms each, wall time of the join.
         use ferrohsm::engine::kernel::scalar::pair;
@@ -144,6 +191,18 @@ fn main() {
                 per_s(total, 2),
                 per_s(unchecked, 2),
                 per_s(exp, 2)
+            );
+            // Limb products of one operation: ams squares (L(L+1)/2) and reduces (L²), amm
+            // multiplies and reduces (2L²).
+            let l = LIMB_COUNTS[ak.class] as f64;
+            let (ams_at, amm_at) = (pair * (l * (l + 1.0) / 2.0 + l * l), pair * 2.0 * l * l);
+            let bound = nsq as f64 * ams_at + nmul as f64 * amm_at;
+            println!(
+                "    at the multiply-add bound: ams {ams_at:.0} ({:.0}% reached), amm {amm_at:.0} \
+                 ({:.0}% reached); the exponentiations alone at the bound: {:.0} sign/s per core",
+                100.0 * ams_at / ops[1] as f64,
+                100.0 * amm_at / ops[0] as f64,
+                per_s(bound as u64, 2)
             );
         }
         {

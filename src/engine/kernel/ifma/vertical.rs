@@ -65,13 +65,13 @@ trait Simd: Copy {
 }
 
 /// `$v` (a vector variable), held in a vector register from here on: the blends take both
-/// their operands from registers, never from memory. Without it LLVM folds a table entry's load into
-/// the masked move (`vmovdqa64 (mem), zmm{k}`, a masked load), and whether a load whose mask is
-/// all zero reads its cache line is left to the CPU (AMD's manual: "implementation
-/// dependent"): the table scan would then touch only the entries some lane's secret digit
-/// selects. With the value in a register every entry is loaded in full, whatever the digits.
-/// `tests/no_masked_loads.rs` checks the built library for such loads. Used inside functions
-/// that enable AVX-512F.
+/// their operands from registers, never from memory. Without it LLVM folds a table entry's
+/// load into the masked move (`vmovdqa64 (mem), zmm{k}`, a masked load; masked stores too), and
+/// whether a load whose mask is all zero reads its cache line is left to the CPU (AMD's
+/// manual: "implementation dependent"): the table scan would then touch only the entries
+/// some lane's secret digit selects. With the value in a register every entry is loaded in
+/// full, whatever the digits. `tests/masked_memory.rs` checks the built library for masked
+/// memory operands. Used inside functions that enable AVX-512F.
 macro_rules! in_register {
     ($v:ident, $m:literal) => {
         // SAFETY: an empty instruction sequence (a comment naming the register): no memory

@@ -429,7 +429,7 @@ fn imported_keys_are_checked_and_sign_like_generated_ones() {
     let other_point = other.verifying_key().to_sec1_point(false).as_bytes().to_vec();
     let mut off_curve = point.clone();
     off_curve[64] ^= 1;
-    let n = hex("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
+    let n = unhex("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
     let ed = ed25519_dalek::SigningKey::from_bytes(&[3u8; 32]);
     let cases: Vec<(&str, Vec<Attribute>, RvError)> = vec![
         (
@@ -509,13 +509,6 @@ fn imported_keys_are_checked_and_sign_like_generated_ones() {
     ed.verifying_key()
         .verify_strict(b"m", &ed25519_dalek::Signature::from_slice(&sig).unwrap())
         .unwrap();
-}
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 #[test]
@@ -934,7 +927,7 @@ fn pkcs11_tool_keypairgen_sign_and_test_ec() {
         .unwrap();
     let s = user_session(&p, slot);
     for (kt, id) in keys {
-        let public = find_one(&s, ObjectClass::PUBLIC_KEY, &hex(id));
+        let public = find_one(&s, ObjectClass::PUBLIC_KEY, &unhex(id));
         let pem = dir.join(format!("pub{id}.pem"));
         write_public_pem(&s, public, &pem);
         let sig = dir.join(format!("sig{id}"));

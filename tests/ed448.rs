@@ -22,14 +22,6 @@ fn printable(name: &str) -> Vec<u8> {
     v
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 fn get(s: &Session, key: ObjectHandle, t: AttributeType) -> Vec<u8> {
     match &s.get_attributes(key, &[t]).unwrap()[0] {
         Attribute::EcPoint(v) | Attribute::EcParams(v) | Attribute::PublicKeyInfo(v) => v.clone(),
@@ -179,10 +171,14 @@ fn imported_ed448_key_gives_rfc8032_signatures_with_and_without_context() {
     let p = load();
     let slot = new_token(&p, "ed448-kat");
     let s = user_session(&p, slot);
-    let secret = hex("c4eab05d357007c632f3dbb48489924d552b08fe0c353a0d4a1f00acda2c463a
-         fbea67c5e8d2877c5e3bc397a659949ef8021e954e0a12274e");
-    let point = hex("43ba28f430cdff456ae531545f7ecd0ac834a55d9358c0372bfa0c6c6798c086
-         6aea01eb00742802b8438ea4cb82169c235160627b4c3a9480");
+    let secret = unhex(
+        "c4eab05d357007c632f3dbb48489924d552b08fe0c353a0d4a1f00acda2c463a
+         fbea67c5e8d2877c5e3bc397a659949ef8021e954e0a12274e",
+    );
+    let point = unhex(
+        "43ba28f430cdff456ae531545f7ecd0ac834a55d9358c0372bfa0c6c6798c086
+         6aea01eb00742802b8438ea4cb82169c235160627b4c3a9480",
+    );
     let private = s
         .create_object(&[
             Attribute::Class(ObjectClass::PRIVATE_KEY),
@@ -206,14 +202,18 @@ fn imported_ed448_key_gives_rfc8032_signatures_with_and_without_context() {
         ])
         .unwrap();
     assert_eq!(get(&s, public, AttributeType::EcPoint)[2..], point[..]);
-    let plain = hex("26b8f91727bd62897af15e41eb43c377efb9c610d48f2335cb0bd0087810f435
+    let plain = unhex(
+        "26b8f91727bd62897af15e41eb43c377efb9c610d48f2335cb0bd0087810f435
          2541b143c4b981b7e18f62de8ccdf633fc1bf037ab7cd779805e0dbcc0aae1cb
          cee1afb2e027df36bc04dcecbf154336c19f0af7e0a6472905e799f1953d2a0f
-         f3348ab21aa4adafd1d234441cf807c03a00");
-    let foo = hex("d4f8f6131770dd46f40867d6fd5d5055de43541f8c5e35abbcd001b32a89f7d2
+         f3348ab21aa4adafd1d234441cf807c03a00",
+    );
+    let foo = unhex(
+        "d4f8f6131770dd46f40867d6fd5d5055de43541f8c5e35abbcd001b32a89f7d2
          151f7647f11d8ca2ae279fb842d607217fce6e042f6815ea000c85741de5c8da
          1144a6a1aba7f96de42505d7a7298524fda538fccbbb754f578c1cad10d54d0d
-         5428407e85dcbc98a49155c13764e66c3c00");
+         5428407e85dcbc98a49155c13764e66c3c00",
+    );
     let with_foo = Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Ed448(b"foo")));
     assert_eq!(s.sign(&pure(), private, &[0x03]).unwrap(), plain);
     assert_eq!(s.sign(&with_foo, private, &[0x03]).unwrap(), foo);

@@ -1099,12 +1099,6 @@ fn unwrapping_is_no_way_around_decrypt_false() {
 #[test]
 fn small_order_ed25519_public_keys_are_refused() {
     let (_env, _p, u, _so) = setup();
-    let hex = |s: &str| {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect::<Vec<u8>>()
-    };
     // The torsion points of edwards25519 (identity, order 2, two of order 4, four of order
     // 8), in their canonical encodings.
     let small = [
@@ -1124,7 +1118,7 @@ fn small_order_ed25519_public_keys_are_refused() {
         .to_vec();
     let cases = small
         .iter()
-        .map(|s| (hex(s), CKR_ATTRIBUTE_VALUE_INVALID))
+        .map(|s| (unhex(s), CKR_ATTRIBUTE_VALUE_INVALID))
         .chain([(real, CKR_OK)]);
     for (point, want) in cases {
         let mut der = vec![0x04, 0x20];

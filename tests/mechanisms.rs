@@ -852,10 +852,7 @@ fn openssl_signatures_verify_on_the_token_and_out_of_range_values_are_refused() 
             .trim()
             .strip_prefix("Modulus=")
             .expect("openssl rsa -modulus");
-        let n: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect();
+        let n = unhex(hex);
         assert_eq!(n.len() * 8, bits as usize);
         let public = s
             .create_object(&[

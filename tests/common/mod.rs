@@ -25,6 +25,16 @@ pub fn module_path() -> PathBuf {
     so
 }
 
+/// The bytes of a hex string (whitespace between digit pairs ignored): test vectors and the
+/// output of tools such as `openssl rsa -modulus`.
+pub fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// A store of its own for this test process, with a fast KDF (tests only).
 pub struct TestEnv {
     pub dir: tempfile::TempDir,

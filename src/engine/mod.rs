@@ -178,8 +178,9 @@ impl PreparedKey {
 /// where the CPU has it), the code that checks every signature before release; the rsa crate
 /// still validates the key (`PortablePublic::new`).
 pub struct PublicKey {
-    /// n with its Montgomery constants, and e.
-    scalar: (kernel::scalar::key::Modulus, u64),
+    /// n with its Montgomery constants.
+    n: kernel::scalar::key::Modulus,
+    e: u64,
     /// n as `modulus_len` big-endian bytes: inputs must be below it.
     n_be: Vec<u8>,
     modulus_len: usize,
@@ -202,7 +203,8 @@ impl PublicKey {
             .iter()
             .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
         Ok(PublicKey {
-            scalar: (kernel::scalar::key::Modulus::new(limbs), e),
+            n: kernel::scalar::key::Modulus::new(limbs),
+            e,
             n_be: n.to_vec(),
             modulus_len: modulus_bits.div_ceil(8),
             modulus_bits,
@@ -223,17 +225,15 @@ impl PublicKey {
         if input.len() != self.modulus_len || input >= &self.n_be[..] {
             return Err(EngineError::InputOutOfRange);
         }
-        let (n, e) = (&self.scalar.0, self.scalar.1);
         use kernel::scalar::exp::public_power;
+        let (n, e, len) = (&self.n, self.e, self.modulus_len);
         #[cfg(target_arch = "x86_64")]
-        let y = if kernel::scalar::mulx::available() {
-            public_power::<kernel::scalar::mulx::Mulx>(n, e, self.modulus_len, input)
-        } else {
-            public_power::<kernel::scalar::portable::Portable>(n, e, self.modulus_len, input)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let y = public_power::<kernel::scalar::portable::Portable>(n, e, self.modulus_len, input);
-        y.ok_or(EngineError::InputOutOfRange)
+        if kernel::scalar::mulx::available() {
+            return public_power::<kernel::scalar::mulx::Mulx>(n, e, len, input)
+                .ok_or(EngineError::InputOutOfRange);
+        }
+        public_power::<kernel::scalar::portable::Portable>(n, e, len, input)
+            .ok_or(EngineError::InputOutOfRange)
     }
 }
 

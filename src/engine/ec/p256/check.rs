@@ -210,17 +210,17 @@ pub(super) fn odd_multiples<A: Arith>(q: &AffinePoint, seg: usize, l: usize, hal
         |b| b.double(),
         |a, b| a.add_ct(b),
     );
-    // prefix[i] = Z_0 · … · Z_i; then (Z_0 · … · Z_i)⁻¹ from the top down.
+    // prefix[i] = Z_0 · … · Z_(i-1); inv = (Z_0 · … · Z_i)⁻¹ from the top down.
     let mut prefix = Vec::with_capacity(jac.len());
     let mut acc = Fe::<A>::ONE;
     for j in &jac {
-        acc = acc.mul(&j.z);
         prefix.push(acc);
+        acc = acc.mul(&j.z);
     }
     let mut inv = acc.invert_vartime();
     let mut pts = vec![Entry([0; 8]); jac.len()];
     for i in (0..jac.len()).rev() {
-        let zi = if i > 0 { inv.mul(&prefix[i - 1]) } else { inv };
+        let zi = inv.mul(&prefix[i]);
         inv = inv.mul(&jac[i].z);
         let zi2 = zi.sqr();
         pts[i] = Entry::new(&Affine {

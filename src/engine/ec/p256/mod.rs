@@ -82,20 +82,21 @@ fn use_mulx() -> bool {
     }
 }
 
-/// Runs `$f::<family>($args)` on the family chosen for this CPU.
+/// Runs `$f::<family>($args)` on the family chosen for this CPU (`$f` a function's name or
+/// path).
 macro_rules! dispatch {
-    ($f:ident($($arg:expr),*)) => {{
+    ($($f:ident)::+($($arg:expr),*)) => {{
         #[cfg(target_arch = "x86_64")]
         {
             if use_mulx() {
-                $f::<mulx::Mulx>($($arg),*)
+                $($f)::+::<mulx::Mulx>($($arg),*)
             } else {
-                $f::<Portable>($($arg),*)
+                $($f)::+::<Portable>($($arg),*)
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            $f::<Portable>($($arg),*)
+            $($f)::+::<Portable>($($arg),*)
         }
     }};
 }
@@ -108,16 +109,7 @@ pub(crate) fn odd_multiples_here(
     l: usize,
     half: usize,
 ) -> Vec<point::Entry> {
-    dispatch!(odd_multiples_with(q, seg, l, half))
-}
-
-fn odd_multiples_with<A: Arith>(
-    q: &p256::AffinePoint,
-    seg: usize,
-    l: usize,
-    half: usize,
-) -> Vec<point::Entry> {
-    check::odd_multiples::<A>(q, seg, l, half)
+    dispatch!(check::odd_multiples(q, seg, l, half))
 }
 
 /// x(k·G) for big-endian k in [1, n - 1], constant time.

@@ -9,6 +9,7 @@ pub mod ct;
 pub mod ec;
 pub mod kernel;
 mod keygen;
+pub mod percpu;
 pub mod portable;
 pub mod scheduler;
 

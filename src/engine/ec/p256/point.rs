@@ -90,15 +90,14 @@ impl<A: Arith> Jac<A> {
         let u2 = q.x.mul(&z1z1);
         let s2 = q.y.mul(&self.z).mul(&z1z1);
         let h = u2.sub(&self.x);
-        let r = s2.sub(&self.y).dbl();
+        let r = s2.sub(&self.y);
         let same = h.is_zero_mask() & r.is_zero_mask();
         let hh = h.sqr();
-        let i = hh.dbl().dbl();
-        let j = h.mul(&i);
-        let v = self.x.mul(&i);
-        let x3 = r.sqr().sub(&j).sub(&v.dbl());
-        let y3 = r.mul(&v.sub(&x3)).sub(&self.y.mul(&j).dbl());
-        let z3 = self.z.add(&h).sqr().sub(&z1z1).sub(&hh);
+        let hhh = h.mul(&hh);
+        let v = self.x.mul(&hh);
+        let x3 = r.sqr().sub(&hhh).sub(&v.dbl());
+        let y3 = r.mul(&v.sub(&x3)).sub(&self.y.mul(&hhh));
+        let z3 = self.z.mul(&h);
         (Jac { x: x3, y: y3, z: z3 }, same)
     }
 

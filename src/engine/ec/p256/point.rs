@@ -1,6 +1,9 @@
 //! P-256 points in Jacobian coordinates (x = X/Z², y = Y/Z³, Z = 0 the identity) over the
 //! dedicated field, with the a = -3 doubling (dbl-2001-b, 3M + 5S) and the mixed addition of
-//! an affine point (madd-2007-bl, 7M + 4S): the cheapest formulas, which are not complete.
+//! an affine point (madd-2004-hmv, 8M + 3S), which are not complete. madd-2007-bl (7M + 4S)
+//! has one product fewer but five more field additions and doublings; here additions are
+//! assembly of about a tenth of a product each, and 8M + 3S made a chain of additions 159 ->
+//! 141 ns (benches/p256.rs, Xeon 6/167).
 //! `add_affine_ct` is the branch-free formula and reports the one case it gets wrong for the
 //! signer to mend with a select (see `comb`); `double_vartime`/`add_affine_vartime` branch
 //! on their exceptional cases, for the check, whose inputs are public.

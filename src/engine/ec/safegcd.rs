@@ -100,17 +100,28 @@ impl<const L: usize, const S: usize> Modulus<L, S> {
         let mut e = [0i64; S];
         e[0] = 1;
         let mut eta: i64 = -1;
+        // Limbs of f and g still in use: as they shrink, their top limbs become sign
+        // extension and are folded into the limb below (libsecp256k1's `len`), so each batch
+        // updates fewer limbs. Two at least: `low64` reads limbs 0 and 1.
+        let mut len = S;
         // The paper's bound for 64·L bits, in batches, twice over: g reaches 0 well before.
         for _ in 0..2 * ((49 * 64 * L + 57) / 17).div_ceil(62) {
             let t;
             (eta, t) = divsteps_62_var(eta, low64(&f), low64(&g));
             self.update_de(&mut d, &mut e, &t);
-            update_fg(&mut f, &mut g, &t);
-            if g.iter().all(|&l| l == 0) {
+            update_fg_var(&mut f, &mut g, &t, len);
+            if g[..len].iter().all(|&l| l == 0) {
                 break;
             }
+            let (fn_, gn) = (f[len - 1], g[len - 1]);
+            // The top limbs are 0 or -1 (sign only): fold their sign into the limb below.
+            if len > 2 && (fn_ ^ (fn_ >> 63)) | (gn ^ (gn >> 63)) == 0 {
+                f[len - 2] |= ((fn_ as u64) << 62) as i64;
+                g[len - 2] |= ((gn as u64) << 62) as i64;
+                len -= 1;
+            }
         }
-        self.normalize(&mut d, f[S - 1] >> 63);
+        self.normalize(&mut d, f[len - 1] >> 63);
         from_s62(&d)
     }
 
@@ -266,6 +277,25 @@ fn update_fg<const S: usize>(f: &mut [i64; S], g: &mut [i64; S], t: &[i64; 4]) {
     }
     f[S - 1] = cf as i64;
     g[S - 1] = cg as i64;
+}
+
+/// `update_fg` on the low `len` limbs of f and g, whose limb `len - 1` holds the sign and
+/// everything above (`Modulus::invert_vartime`); variable time in `len`.
+#[inline(always)]
+fn update_fg_var<const S: usize>(f: &mut [i64; S], g: &mut [i64; S], t: &[i64; 4], len: usize) {
+    let [u, v, q, r] = *t;
+    let mut cf = mul(u, f[0]).wrapping_add(mul(v, g[0])) >> 62;
+    let mut cg = mul(q, f[0]).wrapping_add(mul(r, g[0])) >> 62;
+    for i in 1..len {
+        cf = cf.wrapping_add(mul(u, f[i])).wrapping_add(mul(v, g[i]));
+        cg = cg.wrapping_add(mul(q, f[i])).wrapping_add(mul(r, g[i]));
+        f[i - 1] = (cf as u64 & M62) as i64;
+        g[i - 1] = (cg as u64 & M62) as i64;
+        cf >>= 62;
+        cg >>= 62;
+    }
+    f[len - 1] = cf as i64;
+    g[len - 1] = cg as i64;
 }
 
 /// a·b as i128 (it cannot overflow; wrapping so that builds with overflow checks do not

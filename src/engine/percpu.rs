@@ -14,7 +14,8 @@
 //!
 //! How: a slot per CPU number (modulo `MAX_SLOTS`), the number from `sched_getcpu` (glibc
 //! reads it from rseq or the vDSO: no system call). A slot is filled on its CPU's first use
-//! with a clone of the first copy (a copy of memory; making the table takes milliseconds), by
+//! with a clone of the first copy, kept as the template (a copy of memory, where making the
+//! comb takes about a millisecond), by
 //! a thread running there, so on a server with several sockets the copy also sits in the
 //! memory nearest the CPU that reads it. A thread that moves to another CPU between the
 //! lookup and its reads still reads a whole, valid copy: which copy only changes the speed.

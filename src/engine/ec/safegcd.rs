@@ -75,7 +75,7 @@ impl<const L: usize, const S: usize> Modulus<L, S> {
             let mut t;
             (zeta, t) = divsteps_62(zeta, low64(&f), low64(&g), self.original);
             self.update_de(&mut d, &mut e, &t);
-            update_fg(&mut f, &mut g, &t);
+            update_fg(&mut f, &mut g, &t, S);
             t.zeroize();
         }
         // g = 0 and f = ±gcd = ±1 (for a ≠ 0): d·a ≡ f (mod m).
@@ -109,7 +109,7 @@ impl<const L: usize, const S: usize> Modulus<L, S> {
             let t;
             (eta, t) = divsteps_62_var(eta, low64(&f), low64(&g));
             self.update_de(&mut d, &mut e, &t);
-            update_fg_var(&mut f, &mut g, &t, len);
+            update_fg(&mut f, &mut g, &t, len);
             if g[..len].iter().all(|&l| l == 0) {
                 break;
             }
@@ -261,28 +261,12 @@ fn divsteps_62_var(mut eta: i64, f0: u64, g0: u64) -> (i64, [i64; 4]) {
     (eta, [u as i64, v as i64, q as i64, r as i64])
 }
 
-/// [f, g] ← t·[f, g] / 2^62 (exact: t was made so).
+/// [f, g] ← t·[f, g] / 2^62 (exact: t was made so) on the low `len` limbs of f and g, whose
+/// limb `len - 1` holds the sign and everything above. The constant-time inversion passes
+/// `S` (a constant: no branch or index depends on the values); `invert_vartime` passes the
+/// limbs still in use.
 #[inline(always)]
-fn update_fg<const S: usize>(f: &mut [i64; S], g: &mut [i64; S], t: &[i64; 4]) {
-    let [u, v, q, r] = *t;
-    let mut cf = mul(u, f[0]).wrapping_add(mul(v, g[0])) >> 62;
-    let mut cg = mul(q, f[0]).wrapping_add(mul(r, g[0])) >> 62;
-    for i in 1..S {
-        cf = cf.wrapping_add(mul(u, f[i])).wrapping_add(mul(v, g[i]));
-        cg = cg.wrapping_add(mul(q, f[i])).wrapping_add(mul(r, g[i]));
-        f[i - 1] = (cf as u64 & M62) as i64;
-        g[i - 1] = (cg as u64 & M62) as i64;
-        cf >>= 62;
-        cg >>= 62;
-    }
-    f[S - 1] = cf as i64;
-    g[S - 1] = cg as i64;
-}
-
-/// `update_fg` on the low `len` limbs of f and g, whose limb `len - 1` holds the sign and
-/// everything above (`Modulus::invert_vartime`); variable time in `len`.
-#[inline(always)]
-fn update_fg_var<const S: usize>(f: &mut [i64; S], g: &mut [i64; S], t: &[i64; 4], len: usize) {
+fn update_fg<const S: usize>(f: &mut [i64; S], g: &mut [i64; S], t: &[i64; 4], len: usize) {
     let [u, v, q, r] = *t;
     let mut cf = mul(u, f[0]).wrapping_add(mul(v, g[0])) >> 62;
     let mut cg = mul(q, f[0]).wrapping_add(mul(r, g[0])) >> 62;

@@ -51,22 +51,9 @@ fn main() {
             if let Some(mulx) = scalar::<Mulx>(&c, &input) {
                 line += &format!("  mulx {mulx:7.0}/s");
             }
-            if !scalar_only && ferrohsm::engine::kernel::avx2::vertical::available() {
-                use ferrohsm::engine::kernel::avx2::crt as avx2;
-                let ak = avx2::CrtKey::new(&c).unwrap();
-                for width in [1usize, 2] {
-                    let jobs: Vec<(&avx2::CrtKey, &[u8])> =
-                        (0..width).map(|_| (&ak, input.as_slice())).collect();
-                    let r = rate(width, || {
-                        assert!(avx2::private_op_batch(&jobs).iter().all(|r| r.1));
-                    });
-                    line += &format!("  avx2 x{width} {r:7.0}/s");
-                }
-                let jobs = [(&ak, input.as_slice()), (&ak, input.as_slice())];
-                let r = rate(2, || {
-                    avx2::private_op_unchecked(&jobs);
-                });
-                line += &format!(" (unchecked {r:7.0}/s)");
+            if !scalar_only {
+                line += &four_lanes::<ferrohsm::engine::kernel::avx2::Int28>(&c, &input);
+                line += &four_lanes::<ferrohsm::engine::kernel::fma::Fma51>(&c, &input);
             }
             if !scalar_only && ferrohsm::engine::kernel::ifma::available() {
                 let ck = crt::CrtKey::new(&c).unwrap();
@@ -82,4 +69,30 @@ fn main() {
         }
         println!("{line}");
     }
+}
+
+/// A four-lane family at one and two signatures per call, and unchecked, as text for the line.
+#[cfg(target_arch = "x86_64")]
+fn four_lanes<K: ferrohsm::engine::kernel::avx2::crt::Lanes>(
+    c: &ferrohsm::engine::KeyComponents,
+    input: &[u8],
+) -> String {
+    use ferrohsm::engine::kernel::avx2::crt::{self, CrtKey};
+    if !K::available() {
+        return String::new();
+    }
+    let mut line = String::new();
+    let ak = CrtKey::<K>::new(c).unwrap();
+    for width in [1usize, 2] {
+        let jobs: Vec<(&CrtKey<K>, &[u8])> = (0..width).map(|_| (&ak, input)).collect();
+        let r = rate(width, || {
+            assert!(crt::private_op_batch(&jobs).iter().all(|r| r.1));
+        });
+        line += &format!("  {} x{width} {r:7.0}/s", K::NAME);
+    }
+    let jobs = [(&ak, input), (&ak, input)];
+    let r = rate(2, || {
+        crt::private_op_unchecked(&jobs);
+    });
+    line + &format!(" (unchecked {r:7.0}/s)")
 }

@@ -1,8 +1,16 @@
-//! Where the time of one AVX2 batch (two RSA signatures, four lanes) and of one lone `mulx`
-//! signature goes, stage by stage, in TSC cycles (minimum over repeated runs: the machine is
+//! Where the time of one four-lane batch (two RSA signatures; the avx2 and fma kernels) and
+//! of one lone `mulx` signature goes, stage by stage, in TSC cycles (minimum over repeated runs: the machine is
 //! shared, and the minimum is the stage's own cost). `cargo bench --bench rsa_stages`
 //! (`STAGES_SIZES=2048,4096` to pick sizes). The breakdown in docs/performance.md comes
 //! from here; the module's throughput through PKCS#11 from `ferrohsm-util speed`.
+
+#[cfg(target_arch = "x86_64")]
+use ferrohsm::engine::kernel::avx2::{crt::Lanes, Int28};
+#[cfg(target_arch = "x86_64")]
+use ferrohsm::engine::kernel::fma::Fma51;
+#[cfg(target_arch = "x86_64")]
+use ferrohsm::engine::KeyComponents;
+
 /// `n` rounds of 12 independent `vpmuludq` + `vpaddq` pairs on 256-bit registers.
 ///
 /// # Safety
@@ -31,24 +39,153 @@ unsafe fn mul_add_pairs(n: usize) -> u64 {
     s
 }
 
+/// `n` rounds of 8 independent 51x51-bit products as the fma kernel forms them, each half
+/// accumulated.
+///
+/// # Safety
+/// The CPU must run AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_products(n: usize) -> u64 {
+    use std::arch::x86_64::*;
+    let mut a = [_mm256_setzero_pd(); 8];
+    let mut hi = [_mm256_setzero_si256(); 8];
+    let mut lo = [_mm256_setzero_si256(); 8];
+    for (i, v) in a.iter_mut().enumerate() {
+        *v = _mm256_set1_pd(i as f64 * 12345.0 + 3.0);
+    }
+    let mut b = _mm256_set1_pd(98765.0);
+    let (base, shift) = (
+        _mm256_set1_pd(2f64.powi(103)),
+        _mm256_set1_pd(2f64.powi(103) + 3.0 * 2f64.powi(51)),
+    );
+    for _ in 0..n {
+        for i in 0..8 {
+            let h = _mm256_fmadd_pd(a[i], b, base);
+            let l = _mm256_fmadd_pd(a[i], b, _mm256_sub_pd(shift, h));
+            hi[i] = _mm256_add_epi64(hi[i], _mm256_castpd_si256(h));
+            lo[i] = _mm256_add_epi64(lo[i], _mm256_castpd_si256(l));
+        }
+        b = std::hint::black_box(b);
+    }
+    let mut s = 0u64;
+    for i in 0..8 {
+        s = s.wrapping_add(_mm256_extract_epi64::<0>(_mm256_add_epi64(hi[i], lo[i])) as u64);
+    }
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+fn tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions.
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+/// The minimum of `reps` timed runs of `f`, in TSC cycles.
+#[cfg(target_arch = "x86_64")]
+fn cycles(reps: usize, mut f: impl FnMut()) -> u64 {
+    let mut best = u64::MAX;
+    for _ in 0..reps {
+        let t = tsc();
+        f();
+        best = best.min(tsc() - t);
+    }
+    best
+}
+
+/// One call of a four-lane kernel (two signatures), stage by stage, and its operations
+/// against `bound`, the cycles of one limb product at the kernel's bound.
+#[cfg(target_arch = "x86_64")]
+fn four_lanes<K: Lanes>(c: &KeyComponents, input: &[u8], bits: usize, reps: usize, bound: f64, ghz: f64) {
+    use ferrohsm::engine::kernel::avx2::crt::{self, CrtKey};
+    use ferrohsm::engine::kernel::avx2::vertical::LaneInput;
+    if !K::available() {
+        return;
+    }
+    let per_s = |cyc: u64, sigs: usize| ghz * 1e9 / cyc as f64 * sigs as f64;
+    let ak = CrtKey::<K>::new(c).unwrap();
+    let jobs = [(&ak, input), (&ak, input)];
+    let split = cycles(reps * 10, || {
+        std::hint::black_box(ak.split_input(input));
+    });
+    let (lo, hi) = ak.split_input(input);
+    let lanes: Vec<LaneInput> = (0..4)
+        .map(|i| {
+            let h = if i % 2 == 0 { &ak.p } else { &ak.q };
+            LaneInput {
+                lo: &lo,
+                hi: &hi,
+                m: &h.m,
+                k0: h.k0,
+                rr: &h.rr,
+                rrr: &h.rrr,
+                exp: &h.exp,
+            }
+        })
+        .collect();
+    let mut out = Vec::new();
+    let exp = cycles(reps, || out = K::modexp(ak.class, &lanes, ak.prime_bits));
+    let garner = cycles(reps * 10, || {
+        std::hint::black_box(ak.recombine(&out[0], &out[1]));
+    });
+    let ops = K::op_cycles(ak.class, reps * 4);
+    let sigs = crt::private_op_unchecked(&jobs);
+    let check = cycles(reps, || {
+        std::hint::black_box(crt::verify_batch(&jobs, &sigs));
+    });
+    let unchecked = cycles(reps, || {
+        std::hint::black_box(crt::private_op_unchecked(&jobs));
+    });
+    let total = cycles(reps, || {
+        assert!(crt::private_op_batch(&jobs).iter().all(|r| r.1));
+    });
+    // Operations of the exponentiation: w = 5 windows over the prime's bits.
+    let pb = ak.prime_bits;
+    let windows = pb.div_ceil(5);
+    let (nsq, nmul) = (5 * (windows - 1), windows - 1 + 31 + 4);
+    let ideal = nsq as u64 * ops[1] + nmul as u64 * ops[0];
+    let scans = windows as u64 * ops[2];
+    let name = K::NAME;
+    println!(
+        "RSA-{bits} {name} x2 (one call): total {total} = split 2x{split} + modexp {exp} \
+         + Garner 2x{garner} + check {check} (+ rest {}); unchecked {unchecked}",
+        total as i64 - (2 * split + exp + 2 * garner + check) as i64
+    );
+    println!(
+        "    modexp {exp}: {nsq} ams x {} + {nmul} amm x {} = {ideal} ({:.0}%), \
+         {windows} table scans x {} = {scans} ({:.0}%), rest {} ({:.0}%)",
+        ops[1],
+        ops[0],
+        100.0 * ideal as f64 / exp as f64,
+        ops[2],
+        100.0 * scans as f64 / exp as f64,
+        exp as i64 - (ideal + scans) as i64,
+        100.0 * (exp as i64 - (ideal + scans) as i64) as f64 / exp as f64
+    );
+    println!(
+        "    per core: {:.0} sign/s with the check, {:.0} unchecked, {:.0} modexp alone",
+        per_s(total, 2),
+        per_s(unchecked, 2),
+        per_s(exp, 2)
+    );
+    // Limb products of one operation: ams squares (L(L+1)/2) and reduces (L²), amm
+    // multiplies and reduces (2L²).
+    let l = K::LIMB_COUNTS[ak.class] as f64;
+    let (ams_at, amm_at) = (bound * (l * (l + 1.0) / 2.0 + l * l), bound * 2.0 * l * l);
+    let at_bound = nsq as f64 * ams_at + nmul as f64 * amm_at;
+    println!(
+        "    at the product bound: ams {ams_at:.0} ({:.0}% reached), amm {amm_at:.0} \
+         ({:.0}% reached); the exponentiations alone at the bound: {:.0} sign/s per core",
+        100.0 * ams_at / ops[1] as f64,
+        100.0 * amm_at / ops[0] as f64,
+        per_s(at_bound as u64, 2)
+    );
+}
+
 #[cfg(target_arch = "x86_64")]
 fn main() {
     use ferrohsm::engine::generate;
-    use std::arch::x86_64::_rdtsc;
     use std::time::Instant;
-    fn tsc() -> u64 {
-        // SAFETY: rdtsc has no preconditions.
-        unsafe { _rdtsc() }
-    }
-    fn cycles(reps: usize, mut f: impl FnMut()) -> u64 {
-        let mut best = u64::MAX;
-        for _ in 0..reps {
-            let t = tsc();
-            f();
-            best = best.min(tsc() - t);
-        }
-        best
-    }
     let (t0, i0) = (tsc(), Instant::now());
     std::thread::sleep(std::time::Duration::from_millis(200));
     let ghz = (tsc() - t0) as f64 / i0.elapsed().as_nanos() as f64;
@@ -69,6 +206,23 @@ fn main() {
              12 independent chains)"
         );
         pair
+    } else {
+        0.0
+    };
+    // The fma kernel's bound: a 51x51-bit product is two FMAs, a subtraction and the two
+    // `vpaddq` that accumulate its halves (`fma/vertical.rs`), eight independent chains.
+    let fma_product = if ferrohsm::engine::kernel::fma::vertical::available() {
+        const N: usize = 200_000;
+        // SAFETY: the CPU runs AVX2 and FMA (checked just above).
+        let c = cycles(20, || unsafe {
+            std::hint::black_box(fma_products(N));
+        });
+        let per = c as f64 / (N * 8) as f64;
+        println!(
+            "FMA product bound: {per:.3} cycles per 51x51-bit product (2 vfmadd + vsubpd + 2 vpaddq, \
+             4 lanes; 8 independent chains)"
+        );
+        per
     } else {
         0.0
     };
@@ -111,100 +265,8 @@ fn main() {
         input[0] = 0x1f;
         let reps = (40 * 2048 * 2048 * 2048 / (bits * bits * bits)).clamp(6, 200);
         let per_s = |cyc: u64, sigs: usize| ghz * 1e9 / cyc as f64 * sigs as f64;
-        if ferrohsm::engine::kernel::avx2::vertical::available() {
-            use ferrohsm::engine::kernel::avx2::crt::{self, CrtKey, LIMB_COUNTS};
-            use ferrohsm::engine::kernel::avx2::vertical::{modexp, op_cycles, LaneInput};
-            let ak = CrtKey::new(&c).unwrap();
-            let jobs = [(&ak, input.as_slice()), (&ak, input.as_slice())];
-            fn stages<const L: usize>(
-                ak: &CrtKey,
-                input: &[u8],
-                reps: usize,
-                cycles: &dyn Fn(usize, &mut dyn FnMut()) -> u64,
-            ) -> (u64, u64, u64, [u64; 3]) {
-                let split = cycles(reps * 10, &mut || {
-                    std::hint::black_box(ak.split_input(input));
-                });
-                let (lo, hi) = ak.split_input(input);
-                let lanes: Vec<LaneInput> = (0..4)
-                    .map(|i| {
-                        let h = if i % 2 == 0 { &ak.p } else { &ak.q };
-                        LaneInput {
-                            lo: &lo,
-                            hi: &hi,
-                            m: &h.m,
-                            k0: h.k0,
-                            rr: &h.rr,
-                            rrr: &h.rrr,
-                            exp: &h.exp,
-                        }
-                    })
-                    .collect();
-                let mut out = Vec::new();
-                let exp = cycles(reps, &mut || out = modexp::<L, 28>(&lanes, ak.prime_bits));
-                let garner = cycles(reps * 10, &mut || {
-                    std::hint::black_box(ak.recombine(&out[0], &out[1]));
-                });
-                (split, exp, garner, op_cycles::<L, 28>(reps * 4))
-            }
-            let cyc = |r: usize, f: &mut dyn FnMut()| cycles(r, f);
-            let (split, exp, garner, ops) = match ak.class {
-                0 => stages::<{ LIMB_COUNTS[0] }>(&ak, &input, reps, &cyc),
-                1 => stages::<{ LIMB_COUNTS[1] }>(&ak, &input, reps, &cyc),
-                2 => stages::<{ LIMB_COUNTS[2] }>(&ak, &input, reps, &cyc),
-                _ => stages::<{ LIMB_COUNTS[3] }>(&ak, &input, reps, &cyc),
-            };
-            let sigs = crt::private_op_unchecked(&jobs);
-            let check = cycles(reps, || {
-                std::hint::black_box(crt::verify_batch(&jobs, &sigs));
-            });
-            let unchecked = cycles(reps, || {
-                std::hint::black_box(crt::private_op_unchecked(&jobs));
-            });
-            let total = cycles(reps, || {
-                assert!(crt::private_op_batch(&jobs).iter().all(|r| r.1));
-            });
-            // Operations of the exponentiation: w = 5 windows over the prime's bits.
-            let pb = ak.prime_bits;
-            let windows = pb.div_ceil(5);
-            let (nsq, nmul) = (5 * (windows - 1), windows - 1 + 31 + 4);
-            let ideal = nsq as u64 * ops[1] + nmul as u64 * ops[0];
-            let scans = windows as u64 * ops[2];
-            println!(
-                "RSA-{bits} avx2 x2 (one call): total {total} = split 2x{split} + modexp {exp} \
-                 + Garner 2x{garner} + check {check} (+ rest {}); unchecked {unchecked}",
-                total as i64 - (2 * split + exp + 2 * garner + check) as i64
-            );
-            println!(
-                "    modexp {exp}: {nsq} ams x {} + {nmul} amm x {} = {ideal} ({:.0}%), \
-                 {windows} table scans x {} = {scans} ({:.0}%), rest {} ({:.0}%)",
-                ops[1],
-                ops[0],
-                100.0 * ideal as f64 / exp as f64,
-                ops[2],
-                100.0 * scans as f64 / exp as f64,
-                exp as i64 - (ideal + scans) as i64,
-                100.0 * (exp as i64 - (ideal + scans) as i64) as f64 / exp as f64
-            );
-            println!(
-                "    per core: {:.0} sign/s with the check, {:.0} unchecked, {:.0} modexp alone",
-                per_s(total, 2),
-                per_s(unchecked, 2),
-                per_s(exp, 2)
-            );
-            // Limb products of one operation: ams squares (L(L+1)/2) and reduces (L²), amm
-            // multiplies and reduces (2L²).
-            let l = LIMB_COUNTS[ak.class] as f64;
-            let (ams_at, amm_at) = (pair * (l * (l + 1.0) / 2.0 + l * l), pair * 2.0 * l * l);
-            let bound = nsq as f64 * ams_at + nmul as f64 * amm_at;
-            println!(
-                "    at the multiply-add bound: ams {ams_at:.0} ({:.0}% reached), amm {amm_at:.0} \
-                 ({:.0}% reached); the exponentiations alone at the bound: {:.0} sign/s per core",
-                100.0 * ams_at / ops[1] as f64,
-                100.0 * amm_at / ops[0] as f64,
-                per_s(bound as u64, 2)
-            );
-        }
+        four_lanes::<Int28>(&c, &input, bits, reps, pair, ghz);
+        four_lanes::<Fma51>(&c, &input, bits, reps, fma_product, ghz);
         {
             use ferrohsm::engine::kernel::scalar::mulx::Mulx;
             use ferrohsm::engine::kernel::scalar::{exp, key::ScalarKey, Arith};

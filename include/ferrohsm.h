@@ -27,6 +27,7 @@ typedef unsigned long ferrohsm_rv;
 #define FERROHSM_KERNEL_AVX2 2UL        /* AVX2 4-lane multi-buffer */
 #define FERROHSM_KERNEL_MULX 3UL        /* x86-64 BMI2+ADX scalar Montgomery */
 #define FERROHSM_KERNEL_PORTABLE 4UL    /* portable Rust scalar Montgomery */
+#define FERROHSM_KERNEL_FMA 5UL         /* AVX2+FMA 4-lane multi-buffer, 51-bit limbs in doubles */
 
 typedef struct FERROHSM_ENGINE_STATS {
     ferrohsm_ulong kernel;              /* FERROHSM_KERNEL_* serving new RSA-2048 operations */

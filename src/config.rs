@@ -121,7 +121,7 @@ impl Default for LogConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
     /// The RSA kernel families to use: `auto` (per CPU and key size, the default), a family's
-    /// name (`ifma`, `avx2`, `mulx`, `portable`, `reference`) to force it, or a comma-separated
+    /// name (`ifma`, `fma`, `avx2`, `mulx`, `portable`, `reference`) to force it, or a comma-separated
     /// list to choose among; checked against the families this CPU runs at `C_Initialize`.
     pub kernel: Option<String>,
     /// Alias of `kernel = "portable"` (the plain-Rust family), kept for existing configuration files.

@@ -538,6 +538,9 @@ fn speed_measures_every_kernel_family_side_by_side() {
     if std::is_x86_feature_detected!("avx2") {
         families.push("avx2");
     }
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        families.push("fma");
+    }
     for f in &families {
         let section = out
             .split(&format!("kernel {f}:\n"))

@@ -285,7 +285,7 @@ fn lone_signer_gets_the_family_the_fill_policy_names_with(
             assert_eq!(
                 signed,
                 0,
-                "{} signed for a lone signer ({expected} expected)",
+                "{} signed for a lone signer ({expected} expected; engine {engine:?}, preferred {preferred})",
                 a.name()
             );
         }

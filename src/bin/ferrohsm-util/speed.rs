@@ -36,7 +36,7 @@ pub struct Speed {
     #[arg(long)]
     json: bool,
     /// RSA kernel family: auto (the module's choice per CPU and key size), all (every family
-    /// this CPU runs, side by side), one family's name (e.g. ifma, avx2, mulx, portable), or a
+    /// this CPU runs, side by side), one family's name (e.g. ifma, fma, avx2, mulx, portable), or a
     /// comma-separated list for the module to choose among (e.g. avx2,mulx).
     #[arg(long, default_value = "auto")]
     kernel: String,

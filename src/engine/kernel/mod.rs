@@ -17,6 +17,8 @@ use zeroize::Zeroizing;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub mod fma;
+#[cfg(target_arch = "x86_64")]
 pub mod ifma;
 pub mod radix;
 pub mod reference;
@@ -79,9 +81,12 @@ pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
     // Before mulx: two signatures per call; where that does not pay (a lone request)
-    // `FILL_POLICY` sends the batch to mulx.
+    // `FILL_POLICY` sends the batch to mulx. fma before avx2: the same four lanes, 1.07x
+    // (RSA-1024) to 1.36x (RSA-4096) as fast on the Intel Xeon of docs/performance.md.
     #[cfg(target_arch = "x86_64")]
-    &avx2::Avx2,
+    &fma::FMA,
+    #[cfg(target_arch = "x86_64")]
+    &avx2::AVX2,
     #[cfg(target_arch = "x86_64")]
     &scalar::MULX,
     &scalar::PORTABLE,
@@ -249,13 +254,28 @@ pub struct FillRule {
 /// against mulx's 7,233 / 1,297 / 435 / 195 (1.46-1.51x), a lone request on a half-empty
 /// avx2 call at half the batch rate (behind mulx at every size): the rules hold there as
 /// they are, no model needs one of its own (table in docs/performance.md).
-pub const FILL_POLICY: &[FillRule] = &[FillRule {
-    family: "avx2",
-    bits: &[1024, 2048, 3072, 4096],
-    max_fill: 1,
-    vendor: None,
-    instead: "mulx",
-}];
+///
+/// fma (the same four lanes, 51-bit limbs): a lone request costs what a full call costs, as
+/// on avx2. On the Intel Xeon (model 167, `benches/rsa_stages.rs`, 2026-12-05) a full call
+/// signs 14,776 / 3,007 / 997 / 456 per second per core at RSA-1024 / 2048 / 3072 / 4096, so
+/// a lone one half that (7,388 / 1,504 / 499 / 228), behind mulx on one core (about 10,300 /
+/// 1,780 / 600 / 265): lone requests go to mulx, full batches stay.
+pub const FILL_POLICY: &[FillRule] = &[
+    FillRule {
+        family: "fma",
+        bits: &[1024, 2048, 3072, 4096],
+        max_fill: 1,
+        vendor: None,
+        instead: "mulx",
+    },
+    FillRule {
+        family: "avx2",
+        bits: &[1024, 2048, 3072, 4096],
+        max_fill: 1,
+        vendor: None,
+        instead: "mulx",
+    },
+];
 
 /// The family that runs a batch of `fill` signatures drained for `family` with keys of
 /// `bits` bits, if not `family` itself (see `FILL_POLICY`; only a family the operator allows).

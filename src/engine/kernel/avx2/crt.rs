@@ -1,33 +1,61 @@
-//! RSA private-key operations on the AVX2 kernel: per-key constants prepared once (radix
-//! 2^28), the two CRT halves of a signature as two lanes, Garner's recombination and the
-//! serialisation in constant time, and the public-key check of every result on the kernel.
+//! RSA private-key operations on a four-lane vertical kernel: per-key constants prepared
+//! once (in the kernel's radix), the two CRT halves of a signature as two lanes, Garner's
+//! recombination and the serialisation in constant time, and the public-key check of every
+//! result. Two kernels drive it through `Lanes`: this family's integer kernel (radix 2^28,
+//! `vertical.rs`) and the fma family's floating-point one (radix 2^51, `fma/vertical.rs`).
 
 use super::limbs::{self, MAX_SCALAR};
-use super::vertical::{modexp, powmod_public, LaneInput, PublicLane, LANES};
+use super::vertical::{LaneInput, PublicLane, LANES};
 use crate::engine::kernel::scalar::exp::check_public;
 use crate::engine::kernel::scalar::key::Modulus;
 use crate::engine::kernel::scalar::limbs as scalar_limbs;
 use crate::engine::kernel::scalar::mulx::Mulx;
 use crate::engine::kernel::scalar::Arith;
 use crate::engine::{bit_len, strip_zeros, KeyComponents};
+use std::marker::PhantomData;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-/// Radix of the private-key kernel.
-pub const W: u32 = 28;
-
-/// Limb counts of a prime with a compiled kernel (batch classes): primes of up to 530, 1034,
-/// 1538 and 2070 bits (RSA-1024, 2048, 3072, 4096), with R = 2^(28·L) ≥ 4p.
-pub const LIMB_COUNTS: [usize; 4] = [19, 37, 55, 74];
-
-/// Per class, the check's limbs and radix for the modulus: R ≥ 4n, and at most 2L + 2
-/// products of 2w bits per 64-bit column (hence radix 2^26 for RSA-4096).
-pub const CHECK: [(usize, u32); 4] = [(38, 28), (74, 28), (110, 28), (160, 26)];
+/// A four-lane vertical kernel as this layer drives it: its radix, its batch classes, its
+/// check sizes, and its two exponentiations (by class: the kernels are compiled per limb
+/// count).
+pub trait Lanes: 'static {
+    /// The family's name, description and vendor id (see `Family`).
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    const VENDOR_ID: u64;
+    /// Radix of the private-key kernel.
+    const W: u32;
+    /// Limb counts of a prime with a compiled kernel (batch classes, for RSA-1024, 2048, 3072
+    /// and 4096), each with R = 2^(W·L) ≥ 4p for the primes of its class.
+    const LIMB_COUNTS: [usize; 4];
+    /// Per class, the check's limbs and radix for the modulus (R ≥ 4n).
+    const CHECK: [(usize, u32); 4];
+    /// The known-answer digests (`kat.rs`), computed independently.
+    const KAT_DIGESTS: [&'static str; 8];
+    /// Whether this CPU runs the kernel.
+    fn available() -> bool;
+    /// Whether the calling thread can run it now (the fma kernel needs the default
+    /// floating-point environment); where not, the family returns unverified results and
+    /// the reference path serves the operation.
+    fn ready() -> bool {
+        true
+    }
+    /// base^exp mod m for every lane (at most `LANES`), fully reduced, at the limb count of
+    /// `class`; `exp_bits` (public) bounds every lane's exponent.
+    fn modexp(class: usize, lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>>;
+    /// base^e mod n for every lane (public values), at the check size of `class`.
+    fn powmod_public(class: usize, lanes: &[PublicLane]) -> Vec<Vec<u64>>;
+    /// For `benches/rsa_stages.rs`: TSC cycles of one multiplication, one squaring and one
+    /// table scan at the limb count of `class` (minimum over `reps` timed runs).
+    #[doc(hidden)]
+    fn op_cycles(class: usize, reps: usize) -> [u64; 3];
+}
 
 /// The class of a prime of this many bits, if one is compiled.
-pub fn class_of(prime_bits: usize) -> Option<usize> {
-    LIMB_COUNTS
+pub fn class_of<K: Lanes>(prime_bits: usize) -> Option<usize> {
+    K::LIMB_COUNTS
         .iter()
-        .position(|&l| l == (prime_bits + 2).div_ceil(W as usize))
+        .position(|&l| l == (prime_bits + 2).div_ceil(K::W as usize))
 }
 
 /// Everything one CRT half needs.
@@ -41,9 +69,9 @@ pub struct Half {
     pub exp: Vec<u64>,
 }
 
-/// A key in this family's form.
+/// A key in one kernel's form (the type names the kernel: a form is never given to the other).
 #[derive(Zeroize, ZeroizeOnDrop)]
-pub struct CrtKey {
+pub struct CrtKey<K: Lanes> {
     #[zeroize(skip)]
     pub class: usize,
     #[zeroize(skip)]
@@ -69,33 +97,36 @@ pub struct CrtKey {
     /// has it and it serves the size (see `verify_batch`).
     #[zeroize(skip)]
     pub n64: Option<Modulus>,
+    #[zeroize(skip)]
+    kernel: PhantomData<fn() -> K>,
 }
 
-fn half(prime: &[u8], exp: &[u8], limbs: usize) -> Half {
+fn half(prime: &[u8], exp: &[u8], limbs: usize, w: u32) -> Half {
     let mut m = vec![0u64; limbs];
-    limbs::from_be_bytes(prime, W, &mut m);
-    let [mut r1, rr, rrr] = limbs::powers_of_r(&m, W);
+    limbs::from_be_bytes(prime, w, &mut m);
+    let [mut r1, rr, rrr] = limbs::powers_of_r(&m, w);
     r1.zeroize();
     // Every byte of the exponent as stored, leading zeros included (skipping them would
     // branch on its secret top bytes); one spare word for windows that straddle the top.
     let words = bit_len(prime).div_ceil(64).max(exp.len().div_ceil(8)) + 1;
-    let mut w = vec![0u64; words];
+    let mut e = vec![0u64; words];
     for (i, &byte) in exp.iter().rev().enumerate() {
-        w[i / 8] |= (byte as u64) << (8 * (i % 8));
+        e[i / 8] |= (byte as u64) << (8 * (i % 8));
     }
     Half {
-        k0: limbs::mont_k0(m[0], W),
+        k0: limbs::mont_k0(m[0], w),
         m,
         rr,
         rrr,
-        exp: w,
+        exp: e,
     }
 }
 
-impl CrtKey {
-    /// This family's form of a key the reference already validated; None for keys it does not
+impl<K: Lanes> CrtKey<K> {
+    /// The kernel's form of a key the reference already validated; None for keys it does not
     /// take (primes of unequal lengths, sizes without a kernel, missing CRT components).
-    pub fn new(c: &KeyComponents) -> Option<CrtKey> {
+    pub fn new(c: &KeyComponents) -> Option<CrtKey<K>> {
+        let w = K::W;
         let (pb, qb) = (bit_len(&c.prime_1), bit_len(&c.prime_2));
         let e = strip_zeros(&c.public_exponent);
         if pb != qb
@@ -107,19 +138,19 @@ impl CrtKey {
         {
             return None;
         }
-        let class = class_of(pb)?;
-        let limbs = LIMB_COUNTS[class];
-        let p = half(&c.prime_1, &c.exponent_1, limbs);
-        let q = half(&c.prime_2, &c.exponent_2, limbs);
+        let class = class_of::<K>(pb)?;
+        let limbs = K::LIMB_COUNTS[class];
+        let p = half(&c.prime_1, &c.exponent_1, limbs, w);
+        let q = half(&c.prime_2, &c.exponent_2, limbs, w);
         let mut qinv = vec![0u64; limbs];
-        limbs::from_be_bytes(&c.coefficient, W, &mut qinv);
+        limbs::from_be_bytes(&c.coefficient, w, &mut qinv);
         let mut qinv_r = vec![0u64; limbs];
-        limbs::amm_into(&qinv, &p.rr, &p.m, p.k0, W, &mut qinv_r);
+        limbs::amm_into(&qinv, &p.rr, &p.m, p.k0, w, &mut qinv_r);
         let mut scratch = vec![0u64; limbs];
-        limbs::reduce_once(&mut qinv_r, &p.m, W, &mut scratch);
+        limbs::reduce_once(&mut qinv_r, &p.m, w, &mut scratch);
         qinv.zeroize();
         scratch.zeroize();
-        let (nl, nw) = CHECK[class];
+        let (nl, nw) = K::CHECK[class];
         let mut n = vec![0u64; nl];
         limbs::from_be_bytes(strip_zeros(&c.modulus), nw, &mut n);
         let [_, n_rr, _] = limbs::powers_of_r(&n, nw);
@@ -145,6 +176,7 @@ impl CrtKey {
             q,
             qinv_r,
             modulus_len: bit_len(&c.modulus).div_ceil(8),
+            kernel: PhantomData,
         })
     }
 
@@ -152,7 +184,7 @@ impl CrtKey {
     #[doc(hidden)]
     pub fn split_input(&self, input: &[u8]) -> (Vec<u64>, Vec<u64>) {
         let mut c = vec![0u64; 2 * self.limbs];
-        limbs::from_be_bytes(input, W, &mut c);
+        limbs::from_be_bytes(input, K::W, &mut c);
         let hi = c.split_off(self.limbs);
         (c, hi)
     }
@@ -161,35 +193,35 @@ impl CrtKey {
     /// intermediates on the stack, wiped before returning.
     #[doc(hidden)]
     pub fn recombine(&self, m1: &[u64], m2: &[u64]) -> Zeroizing<Vec<u8>> {
-        let (p, l) = (&self.p, self.limbs);
+        let (p, l, w) = (&self.p, self.limbs, K::W);
         let mut t = [[0u64; MAX_SCALAR]; 4];
         let [m2p, d, diff, scratch] = &mut t;
         let (m2p, d, diff, scratch) = (&mut m2p[..l], &mut d[..l], &mut diff[..l], &mut scratch[..l]);
         // m2 < q < 2p (equal bit lengths): one conditional subtraction gives m2 mod p.
         m2p.copy_from_slice(m2);
-        limbs::reduce_once(m2p, &p.m, W, scratch);
-        let borrow = limbs::sub_into(m1, m2p, W, d);
+        limbs::reduce_once(m2p, &p.m, w, scratch);
+        let borrow = limbs::sub_into(m1, m2p, w, d);
         // (m1 − m2) mod p: the difference, or the difference plus p where it borrowed.
-        limbs::add_into(d, &p.m, W, diff);
+        limbs::add_into(d, &p.m, w, diff);
         limbs::select_into(borrow ^ 1, d, diff);
-        limbs::amm_into(diff, &self.qinv_r, &p.m, p.k0, W, m2p);
-        limbs::reduce_once(m2p, &p.m, W, scratch);
-        let mut w = [[0u64; 2 * MAX_SCALAR]; 3];
-        let [hq, m2w, s] = &mut w;
+        limbs::amm_into(diff, &self.qinv_r, &p.m, p.k0, w, m2p);
+        limbs::reduce_once(m2p, &p.m, w, scratch);
+        let mut wide = [[0u64; 2 * MAX_SCALAR]; 3];
+        let [hq, m2w, s] = &mut wide;
         let (hq, m2w, s) = (&mut hq[..2 * l], &mut m2w[..2 * l], &mut s[..2 * l]);
-        limbs::mul_into(m2p, &self.q.m, W, hq);
+        limbs::mul_into(m2p, &self.q.m, w, hq);
         m2w[..l].copy_from_slice(m2);
-        limbs::add_into(hq, m2w, W, s);
-        let out = Zeroizing::new(limbs::to_be_bytes(s, W, self.modulus_len));
+        limbs::add_into(hq, m2w, w, s);
+        let out = Zeroizing::new(limbs::to_be_bytes(s, w, self.modulus_len));
         t.zeroize();
-        w.zeroize();
+        wide.zeroize();
         out
     }
 }
 
 /// Private-key operations of up to two signatures (four lanes) of one class, each with
 /// whether it passed the public-key check (it must not be released otherwise).
-pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(Zeroizing<Vec<u8>>, bool)> {
+pub fn private_op_batch<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])]) -> Vec<(Zeroizing<Vec<u8>>, bool)> {
     let results = private_op_unchecked(jobs);
     let verified = verify_batch(jobs, &results);
     results.into_iter().zip(verified).collect()
@@ -197,7 +229,7 @@ pub fn private_op_batch(jobs: &[(&CrtKey, &[u8])]) -> Vec<(Zeroizing<Vec<u8>>, b
 
 /// The secret-dependent part of `private_op_batch`: results not yet checked. Constant time
 /// in the keys and the inputs (tests/constant_time.rs runs it under valgrind).
-pub fn private_op_unchecked(jobs: &[(&CrtKey, &[u8])]) -> Vec<Zeroizing<Vec<u8>>> {
+pub fn private_op_unchecked<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])]) -> Vec<Zeroizing<Vec<u8>>> {
     assert!(!jobs.is_empty() && jobs.len() * 2 <= LANES);
     let class = jobs[0].0.class;
     assert!(jobs.iter().all(|(k, _)| k.class == class));
@@ -218,26 +250,13 @@ pub fn private_op_unchecked(jobs: &[(&CrtKey, &[u8])]) -> Vec<Zeroizing<Vec<u8>>
     }
     // The exponent length is public: the widest prime in the batch.
     let exp_bits = jobs.iter().map(|(k, _)| k.prime_bits).max().unwrap_or(0);
-    fn run<const L: usize>(
-        lanes: &[LaneInput],
-        exp_bits: usize,
-        jobs: &[(&CrtKey, &[u8])],
-    ) -> Vec<Zeroizing<Vec<u8>>> {
-        let mut out = modexp::<L, { W as i32 }>(lanes, exp_bits);
-        let sigs = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
-            .collect();
-        out.zeroize();
-        sigs
-    }
-    let results = match class {
-        0 => run::<{ LIMB_COUNTS[0] }>(&lanes, exp_bits, jobs),
-        1 => run::<{ LIMB_COUNTS[1] }>(&lanes, exp_bits, jobs),
-        2 => run::<{ LIMB_COUNTS[2] }>(&lanes, exp_bits, jobs),
-        _ => run::<{ LIMB_COUNTS[3] }>(&lanes, exp_bits, jobs),
-    };
+    let mut out = K::modexp(class, &lanes, exp_bits);
+    let results = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| key.recombine(&out[2 * i], &out[2 * i + 1]))
+        .collect();
+    out.zeroize();
     drop(lanes);
     for (lo, hi) in splits.iter_mut() {
         lo.zeroize();
@@ -250,7 +269,7 @@ pub fn private_op_unchecked(jobs: &[(&CrtKey, &[u8])]) -> Vec<Zeroizing<Vec<u8>>
 /// its form (a lone 2048-bit check there takes 48 k TSC cycles on a Zen 3, where two on the
 /// vector kernel, whose 74-limb lanes are half empty, take 144 k: `benches/rsa_stages.rs`),
 /// else on the vector kernel.
-pub fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
+pub fn verify_batch<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
     let moduli: Option<Vec<&Modulus>> = jobs.iter().map(|(k, _)| k.n64.as_ref()).collect();
     match moduli {
         Some(moduli) => jobs
@@ -264,9 +283,9 @@ pub fn verify_batch(jobs: &[(&CrtKey, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> V
 }
 
 /// s^e mod n == input for every job, on the vector kernel.
-pub fn verify_batch_vector(jobs: &[(&CrtKey, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
+pub fn verify_batch_vector<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
     let class = jobs[0].0.class;
-    let (nl, nw) = CHECK[class];
+    let (nl, nw) = K::CHECK[class];
     let bases: Vec<Vec<u64>> = sigs
         .iter()
         .map(|s| {
@@ -286,27 +305,16 @@ pub fn verify_batch_vector(jobs: &[(&CrtKey, &[u8])], sigs: &[Zeroizing<Vec<u8>>
             e: k.e,
         })
         .collect();
-    let back: Vec<Vec<u64>> = match class {
-        0 => check::<{ CHECK[0].0 }, { CHECK[0].1 as i32 }>(&lanes),
-        1 => check::<{ CHECK[1].0 }, { CHECK[1].1 as i32 }>(&lanes),
-        2 => check::<{ CHECK[2].0 }, { CHECK[2].1 as i32 }>(&lanes),
-        _ => check::<{ CHECK[3].0 }, { CHECK[3].1 as i32 }>(&lanes),
-    };
+    let back = K::powmod_public(class, &lanes);
     jobs.iter()
         .zip(back)
         .map(|((k, input), r)| limbs::to_be_bytes(&r, nw, k.modulus_len) == *input)
         .collect()
 }
 
-fn check<const L: usize, const NW: i32>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
-    powmod_public::<L, NW>(lanes)
-        .into_iter()
-        .map(|x| x.to_vec())
-        .collect()
-}
-
+/// The CRT layer's tests, run for each kernel (`avx2::tests`, `fma::tests`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::PreparedKey;
 
@@ -328,18 +336,22 @@ mod tests {
         out
     }
 
-    #[test]
-    fn kernel_matches_reference_for_every_size_and_batch_width() {
-        if !super::super::vertical::available() {
-            eprintln!("no AVX2 on this CPU");
+    /// Every size, one and two signatures per call, mixed keys, edge inputs: the kernel's
+    /// signatures equal the reference's, pass the check, and a wrong one fails both checks.
+    pub(crate) fn kernel_matches_reference_for_every_size_and_batch_width<K: Lanes>() {
+        if !K::available() {
+            eprintln!("this CPU does not run the {} kernel", K::NAME);
             return;
         }
         for bits in [1024usize, 2048, 3072, 4096] {
             let keys: Vec<_> = (0..2).map(|_| key(bits)).collect();
-            let crt: Vec<CrtKey> = keys.iter().map(|(c, _)| CrtKey::new(c).unwrap()).collect();
+            let crt: Vec<CrtKey<K>> = keys.iter().map(|(c, _)| CrtKey::new(c).unwrap()).collect();
             assert_eq!(
                 crt[0].class,
-                LIMB_COUNTS.iter().position(|&l| l * 28 >= bits / 2 + 2).unwrap()
+                K::LIMB_COUNTS
+                    .iter()
+                    .position(|&l| l * K::W as usize >= bits / 2 + 2)
+                    .unwrap()
             );
             let k = bits / 8;
             let pad = |v: &[u8]| {
@@ -366,7 +378,7 @@ mod tests {
             for width in 1..=LANES / 2 {
                 for chunk in inputs.chunks(width) {
                     // Mixed keys in one batch.
-                    let jobs: Vec<(&CrtKey, &[u8])> = chunk
+                    let jobs: Vec<(&CrtKey<K>, &[u8])> = chunk
                         .iter()
                         .enumerate()
                         .map(|(i, c)| (&crt[i % 2], c.as_slice()))
@@ -409,33 +421,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn keys_it_cannot_take_are_refused() {
+    pub(crate) fn keys_it_cannot_take_are_refused<K: Lanes>() {
         let (mut c, _) = key(1024);
         // Unequal prime lengths.
         let mut shorter = c.clone();
         shorter.prime_2 = Zeroizing::new(c.prime_2[1..].to_vec());
-        assert!(CrtKey::new(&shorter).is_none());
+        assert!(CrtKey::<K>::new(&shorter).is_none());
         // A size without a kernel (primes of 600 bits).
-        assert!(class_of(600).is_none() && class_of(512).is_some() && class_of(2048).is_some());
+        assert!(
+            class_of::<K>(600).is_none() && class_of::<K>(512).is_some() && class_of::<K>(2048).is_some()
+        );
         // Missing CRT components.
         c.coefficient = Zeroizing::new(vec![]);
-        assert!(CrtKey::new(&c).is_none());
+        assert!(CrtKey::<K>::new(&c).is_none());
     }
 
     /// Exponent edge cases on the raw kernel with a prime modulus: x^0 = 1, x^1 = x,
     /// x^(p−1) = 1 (Fermat, a full-width exponent), x^(p−2)·x = 1, 0^e = 0, on 1..4 lanes.
-    #[test]
-    fn exponent_edge_cases() {
-        if !super::super::vertical::available() {
+    pub(crate) fn exponent_edge_cases<K: Lanes>() {
+        if !K::available() {
             return;
         }
-        fn at<const L: usize>(bits: usize) {
+        fn at<K: Lanes>(class: usize, bits: usize) {
             let (c, _) = key(bits);
-            let mut m = vec![0u64; L];
-            limbs::from_be_bytes(&c.prime_1, W, &mut m);
-            let k0 = limbs::mont_k0(m[0], W);
-            let [r1, rr, rrr] = limbs::powers_of_r(&m, W);
+            let (l, w) = (K::LIMB_COUNTS[class], K::W);
+            let mut m = vec![0u64; l];
+            limbs::from_be_bytes(&c.prime_1, w, &mut m);
+            let k0 = limbs::mont_k0(m[0], w);
+            let [r1, rr, rrr] = limbs::powers_of_r(&m, w);
             let pbits = bit_len(&c.prime_1);
             let words = |b: &[u8]| {
                 let mut w = vec![0u64; b.len().div_ceil(8) + 1];
@@ -448,8 +461,8 @@ mod tests {
             let p_minus_2 = words(&be_minus_1(&be_minus_1(&c.prime_1)));
             let mut x = r1.clone(); // R mod p: below p, not special
             x[0] ^= 1 << 5;
-            let zero = vec![0u64; L];
-            let mut one = vec![0u64; L];
+            let zero = vec![0u64; l];
+            let mut one = vec![0u64; l];
             one[0] = 1;
             // (base, exponent, expected: None for the inverse, checked by multiplying back)
             type Case<'a> = (&'a [u64], Vec<u64>, Option<&'a [u64]>);
@@ -475,28 +488,27 @@ mod tests {
                             exp: e,
                         })
                         .collect();
-                    let out = modexp::<L, { W as i32 }>(&input, pbits);
+                    let out = K::modexp(class, &input, pbits);
                     for ((_, e, want), r) in case.iter().zip(&out) {
                         match want {
                             Some(w) => {
-                                assert_eq!(&r[..], *w, "{L} limbs, {lanes} lanes, exponent {:x}", e[0])
+                                assert_eq!(&r[..], *w, "{l} limbs, {lanes} lanes, exponent {:x}", e[0])
                             }
                             None => {
                                 // x·x^(p−2)/R, times R²/R: 1.
-                                let (mut t, mut u, mut s) = (vec![0u64; L], vec![0u64; L], vec![0u64; L]);
-                                limbs::amm_into(r, &x, &m, k0, W, &mut t);
-                                limbs::amm_into(&t, &rr, &m, k0, W, &mut u);
-                                limbs::reduce_once(&mut u, &m, W, &mut s);
-                                assert_eq!(u, one, "x·x^(p−2) at {L} limbs, {lanes} lanes");
+                                let (mut t, mut u, mut s) = (vec![0u64; l], vec![0u64; l], vec![0u64; l]);
+                                limbs::amm_into(r, &x, &m, k0, w, &mut t);
+                                limbs::amm_into(&t, &rr, &m, k0, w, &mut u);
+                                limbs::reduce_once(&mut u, &m, w, &mut s);
+                                assert_eq!(u, one, "x·x^(p−2) at {l} limbs, {lanes} lanes");
                             }
                         }
                     }
                 }
             }
         }
-        at::<{ LIMB_COUNTS[0] }>(1024);
-        at::<{ LIMB_COUNTS[1] }>(2048);
-        at::<{ LIMB_COUNTS[2] }>(3072);
-        at::<{ LIMB_COUNTS[3] }>(4096);
+        for (class, bits) in [1024, 2048, 3072, 4096].into_iter().enumerate() {
+            at::<K>(class, bits);
+        }
     }
 }

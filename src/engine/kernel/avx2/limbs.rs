@@ -1,5 +1,6 @@
-//! Scalar helpers in radix 2^w (w ≤ 28, one limb per u64, little-endian limbs) for what runs
-//! once per key or once per signature outside the vector kernel: conversions from and to
+//! Scalar helpers in radix 2^w (w ≤ 52, one limb per u64, little-endian limbs) for what runs
+//! once per key or once per signature outside the four-lane kernels (the avx2 family's
+//! radix 2^28, the fma family's 2^51): conversions from and to
 //! bytes, the Montgomery constants, Garner's step. Every function here runs in time that
 //! depends only on lengths and the radix (no branch or index on a limb's value): they see
 //! the primes, the CRT exponents and the halves of a signature. Arithmetic is `wrapping_*`
@@ -92,14 +93,15 @@ pub fn reduce_once(x: &mut [u64], m: &[u64], w: u32, scratch: &mut [u64]) {
 }
 
 /// Almost-Montgomery product a·b·2^(−w·L) mod m, below 2m for a, b < 2m and 2^(w·L) ≥ 4m.
-/// `out` has L limbs. A column takes at most 2L products below 2^(2w) and a carry below
-/// 2^(64−w), so (2L + 1)·2^(2w) ≤ 2^64: up to 127 limbs of 28 bits, 2047 of 26.
+/// `out` has L limbs. Columns are 128 bits wide: a column takes at most 2L products below
+/// 2^(2w) and a carry, (2L + 1)·2^(2w) < 2^128 for every w ≤ 52 and L below 2^20. (This runs
+/// a few times per signature, in Garner's step: the width costs nothing measurable.)
 pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, w: u32, out: &mut [u64]) {
     let l = m.len();
-    assert!((2 * l as u128 + 1) << (2 * w) <= 1u128 << 64);
-    let mut stack = [0u64; 2 * MAX_SCALAR + 1];
+    assert!(w <= 52 && l < 1 << 20);
+    let mut stack = [0u128; 2 * MAX_SCALAR + 1];
     let mut heap = Vec::new();
-    let acc: &mut [u64] = if l <= MAX_SCALAR {
+    let acc: &mut [u128] = if l <= MAX_SCALAR {
         &mut stack
     } else {
         heap.resize(2 * l + 1, 0);
@@ -107,18 +109,18 @@ pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, w: u32, out: &mut [u64
     };
     for i in 0..l {
         for j in 0..l {
-            acc[i + j] = acc[i + j].wrapping_add(a[i].wrapping_mul(b[j]));
+            acc[i + j] = acc[i + j].wrapping_add(a[i] as u128 * b[j] as u128);
         }
-        let q = ((acc[i] & mask(w)).wrapping_mul(k0)) & mask(w);
+        let q = ((acc[i] as u64 & mask(w)).wrapping_mul(k0)) & mask(w);
         for j in 0..l {
-            acc[i + j] = acc[i + j].wrapping_add(q.wrapping_mul(m[j]));
+            acc[i + j] = acc[i + j].wrapping_add(q as u128 * m[j] as u128);
         }
         acc[i + 1] = acc[i + 1].wrapping_add(acc[i] >> w);
     }
-    let mut carry = 0u64;
+    let mut carry = 0u128;
     for (j, o) in out.iter_mut().enumerate() {
         let t = acc[l + j].wrapping_add(carry);
-        *o = t & mask(w);
+        *o = t as u64 & mask(w);
         carry = t >> w;
     }
     acc.zeroize();
@@ -127,18 +129,18 @@ pub fn amm_into(a: &[u64], b: &[u64], m: &[u64], k0: u64, w: u32, out: &mut [u64
 /// The widest operand of the scalar helpers (a prime of the largest class).
 pub const MAX_SCALAR: usize = 80;
 
-/// out = a·b (out has a.len() + b.len() limbs, normalised).
+/// out = a·b (out has a.len() + b.len() limbs, normalised; 128-bit columns as in `amm_into`).
 pub fn mul_into(a: &[u64], b: &[u64], w: u32, out: &mut [u64]) {
-    let mut acc = [0u64; 2 * MAX_SCALAR];
+    let mut acc = [0u128; 2 * MAX_SCALAR];
     for (i, &x) in a.iter().enumerate() {
         for (j, &y) in b.iter().enumerate() {
-            acc[i + j] = acc[i + j].wrapping_add(x.wrapping_mul(y));
+            acc[i + j] = acc[i + j].wrapping_add(x as u128 * y as u128);
         }
     }
-    let mut carry = 0u64;
+    let mut carry = 0u128;
     for (j, o) in out.iter_mut().enumerate() {
         let t = acc[j].wrapping_add(carry);
-        *o = t & mask(w);
+        *o = t as u64 & mask(w);
         carry = t >> w;
     }
     acc.zeroize();
@@ -202,6 +204,8 @@ mod tests {
             (27, 39, 128),
             (26, 80, 256),
             (28, 20, 67),
+            (51, 21, 128),
+            (51, 82, 512),
         ] {
             let mut b = vec![0u8; bytes];
             getrandom::fill(&mut b).unwrap();
@@ -219,7 +223,7 @@ mod tests {
 
     #[test]
     fn helpers_agree_with_each_other() {
-        for w in [26u32, 27, 28] {
+        for w in [26u32, 27, 28, 51, 52] {
             let l = 20;
             let mut bytes = vec![0u8; 60];
             getrandom::fill(&mut bytes).unwrap();
@@ -230,7 +234,7 @@ mod tests {
             assert_eq!(to_be_bytes(&m, w, 60), bytes);
             assert!(m.iter().all(|&x| x <= mask(w)));
             let k0 = mont_k0(m[0], w);
-            assert_eq!((k0 * m[0] + 1) & mask(w), 0);
+            assert_eq!((k0.wrapping_mul(m[0]) + 1) & mask(w), 0);
             let [r1, rr, rrr] = powers_of_r(&m, w);
             let mut one = vec![0u64; l];
             one[0] = 1;

@@ -2,7 +2,8 @@
 //! exponentiation on four 64-bit lanes (`vertical.rs`; two signatures per call, their CRT
 //! halves as lanes), CRT, Garner and the public-key check in kernel form (`crt.rs`), scalar
 //! radix-2^w helpers (`limbs.rs`) and the known-answer test (`kat.rs`). This file is its side
-//! of the seam.
+//! of the seam, and `FourLanes`, the family over any four-lane kernel: the fma family
+//! (`../fma`) is the same family over a floating-point kernel.
 
 pub mod crt;
 pub mod kat;
@@ -10,32 +11,108 @@ pub mod limbs;
 pub mod vertical;
 
 use super::{Checked, Family, KeyForm, KeySource};
+use crt::{CrtKey, Lanes};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
-/// The family object in `REGISTRY`.
-pub struct Avx2;
+/// A four-lane family: the CRT layer (`crt.rs`) over one kernel.
+pub struct FourLanes<K>(pub PhantomData<fn() -> K>);
 
-impl Family for Avx2 {
+/// The family object in `REGISTRY`.
+pub const AVX2: FourLanes<Int28> = FourLanes(PhantomData);
+
+/// Limb counts of a prime with a compiled kernel (batch classes): primes of up to 530, 1034,
+/// 1538 and 2070 bits (RSA-1024, 2048, 3072, 4096), with R = 2^(28·L) ≥ 4p.
+const LIMBS: [usize; 4] = [19, 37, 55, 74];
+/// Per class, the check's limbs and radix for the modulus: R ≥ 4n, and at most 2L + 2
+/// products of 2w bits per 64-bit column (hence radix 2^26 for RSA-4096).
+const CHECK: [(usize, u32); 4] = [(38, 28), (74, 28), (110, 28), (160, 26)];
+
+/// The integer kernel of `vertical.rs`, radix 2^28.
+pub struct Int28;
+
+impl Lanes for Int28 {
+    const NAME: &'static str = "avx2";
+    const DESCRIPTION: &'static str = "AVX2 multi-buffer (4 lanes: 2 signatures per call)";
+    const VENDOR_ID: u64 = 2;
+    const W: u32 = 28;
+    const LIMB_COUNTS: [usize; 4] = LIMBS;
+    const CHECK: [(usize, u32); 4] = CHECK;
+    /// Computed with Python's `pow` over the same inputs (see `kat::inputs`).
+    const KAT_DIGESTS: [&'static str; 8] = [
+        "ba159cfe1cff025ac8cbe3ba6f60508ed9678e81409dd190f6e3d5e54d5b0479",
+        "1b21d043278e1679e19d4eb720d44ccc29c83a2f4ac322b1de7e046fddf835f6",
+        "c79ec65cec66f1e63cd66e3ffab532b2c70b9d8a3fbd0250e1b417fb0144b78b",
+        "415a8a1a9db51364610a1300dafe5de40d626df774e20d5e648aecdd1de1c451",
+        "c495cb4bda64d09ea80a26202f16e6794f713947871dd7caf0b83f20b359d605",
+        "482d1b35ad997fb96c71b0064d4fc57ce2b6fa4af07f87c37a2da4e639eb8f97",
+        "88121997c2dd3db0e2eee5756035fb7c2aa26936894534543c2d645c639eb424",
+        "f2a22f93a7cc11cbe46733d709070ab32e19f17063c9e1ce2e069dc205f9f1c1",
+    ];
+
+    fn available() -> bool {
+        vertical::available()
+    }
+
+    fn modexp(class: usize, lanes: &[vertical::LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+        fn run<const L: usize>(lanes: &[vertical::LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+            let mut out = vertical::modexp::<L, 28>(lanes, exp_bits);
+            let v = out.iter().map(|x| x.to_vec()).collect();
+            zeroize::Zeroize::zeroize(&mut out);
+            v
+        }
+        match class {
+            0 => run::<{ LIMBS[0] }>(lanes, exp_bits),
+            1 => run::<{ LIMBS[1] }>(lanes, exp_bits),
+            2 => run::<{ LIMBS[2] }>(lanes, exp_bits),
+            _ => run::<{ LIMBS[3] }>(lanes, exp_bits),
+        }
+    }
+
+    fn op_cycles(class: usize, reps: usize) -> [u64; 3] {
+        match class {
+            0 => vertical::op_cycles::<{ LIMBS[0] }, 28>(reps),
+            1 => vertical::op_cycles::<{ LIMBS[1] }, 28>(reps),
+            2 => vertical::op_cycles::<{ LIMBS[2] }, 28>(reps),
+            _ => vertical::op_cycles::<{ LIMBS[3] }, 28>(reps),
+        }
+    }
+
+    fn powmod_public(class: usize, lanes: &[vertical::PublicLane]) -> Vec<Vec<u64>> {
+        fn run<const L: usize, const NW: i32>(lanes: &[vertical::PublicLane]) -> Vec<Vec<u64>> {
+            let out = vertical::powmod_public::<L, NW>(lanes);
+            out.iter().map(|x| x.to_vec()).collect()
+        }
+        match class {
+            0 => run::<{ CHECK[0].0 }, { CHECK[0].1 as i32 }>(lanes),
+            1 => run::<{ CHECK[1].0 }, { CHECK[1].1 as i32 }>(lanes),
+            2 => run::<{ CHECK[2].0 }, { CHECK[2].1 as i32 }>(lanes),
+            _ => run::<{ CHECK[3].0 }, { CHECK[3].1 as i32 }>(lanes),
+        }
+    }
+}
+
+impl<K: Lanes> Family for FourLanes<K> {
     fn name(&self) -> &'static str {
-        "avx2"
+        K::NAME
     }
 
     fn description(&self) -> &'static str {
-        "AVX2 multi-buffer (4 lanes: 2 signatures per call)"
+        K::DESCRIPTION
     }
 
     fn vendor_id(&self) -> u64 {
-        2
+        K::VENDOR_ID
     }
 
     fn available(&self) -> bool {
-        vertical::available()
+        K::available()
     }
 
     fn serves_bits(&self, modulus_bits: usize) -> bool {
         // Two primes of half the modulus each (`CrtKey::new` refuses unequal ones).
-        crt::class_of(modulus_bits.div_ceil(2)).is_some()
+        crt::class_of::<K>(modulus_bits.div_ceil(2)).is_some()
     }
 
     fn max_batch(&self) -> usize {
@@ -43,17 +120,17 @@ impl Family for Avx2 {
     }
 
     fn classes(&self) -> usize {
-        crt::LIMB_COUNTS.len()
+        K::LIMB_COUNTS.len()
     }
 
     fn prepare(&self, key: &KeySource) -> Option<(usize, Arc<KeyForm>)> {
-        let k = crt::CrtKey::new(key.components)?;
+        let k = CrtKey::<K>::new(key.components)?;
         Some((k.class, Arc::new(k)))
     }
 
     fn private_op_batch(&self, jobs: &[(&KeyForm, &[u8])]) -> Vec<Checked> {
-        match own(jobs) {
-            Some(jobs) if self.available() => crt::private_op_batch(&jobs),
+        match own::<K>(jobs) {
+            Some(jobs) if self.available() && K::ready() => crt::private_op_batch(&jobs),
             // Never reached through the scheduler (it runs a family only where it is
             // available, with forms it prepared); unverified results are never released.
             _ => jobs.iter().map(|_| (Zeroizing::new(Vec::new()), false)).collect(),
@@ -61,21 +138,50 @@ impl Family for Avx2 {
     }
 
     fn known_answer_test(&self) -> bool {
-        self.available() && kat::known_answers()
+        self.available() && kat::known_answers::<K>()
     }
 
     fn private_op_for_ct(&self, jobs: &[(&KeyForm, &[u8])]) -> Option<Vec<Zeroizing<Vec<u8>>>> {
-        // valgrind executes AVX2: the build that serves requests is the one under test.
+        // valgrind executes AVX2 and FMA: the build that serves requests is the one under test.
         if !self.available() {
             return None;
         }
-        own(jobs).map(|jobs| crt::private_op_unchecked(&jobs))
+        own::<K>(jobs).map(|jobs| crt::private_op_unchecked(&jobs))
     }
 }
 
-/// The jobs with their keys in this family's form (None if a form is another family's).
-fn own<'a>(jobs: &[(&'a KeyForm, &'a [u8])]) -> Option<Vec<(&'a crt::CrtKey, &'a [u8])>> {
+/// The jobs with their keys in this kernel's form (None if a form is another family's).
+fn own<'a, K: Lanes>(jobs: &[(&'a KeyForm, &'a [u8])]) -> Option<Vec<(&'a CrtKey<K>, &'a [u8])>> {
     jobs.iter()
-        .map(|(form, input)| Some((form.downcast_ref::<crt::CrtKey>()?, *input)))
+        .map(|(form, input)| Some((form.downcast_ref::<CrtKey<K>>()?, *input)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{crt, kat, Int28, Lanes};
+
+    #[test]
+    fn kernel_gives_the_known_answers() {
+        if !Int28::available() {
+            eprintln!("no AVX2 on this CPU");
+            return;
+        }
+        assert_eq!(kat::digests::<Int28>(), Int28::KAT_DIGESTS.to_vec());
+    }
+
+    #[test]
+    fn kernel_matches_reference_for_every_size_and_batch_width() {
+        crt::tests::kernel_matches_reference_for_every_size_and_batch_width::<Int28>();
+    }
+
+    #[test]
+    fn keys_it_cannot_take_are_refused() {
+        crt::tests::keys_it_cannot_take_are_refused::<Int28>();
+    }
+
+    #[test]
+    fn exponent_edge_cases() {
+        crt::tests::exponent_edge_cases::<Int28>();
+    }
 }

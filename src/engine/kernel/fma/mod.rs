@@ -1,0 +1,130 @@
+//! The fma family, for x86-64 CPUs with AVX2 and FMA but without AVX-512 IFMA (AMD Zen 1-3,
+//! Intel from Haswell on): the avx2 family's four-lane design (`avx2::FourLanes`: two
+//! signatures per call, their CRT halves as lanes; the CRT layer, the check, the known-answer
+//! test) over a kernel that multiplies 51-bit limbs with the floating-point unit
+//! (`vertical.rs`). This file is its side of the seam.
+
+pub mod vertical;
+
+use super::avx2::crt::Lanes;
+use super::avx2::vertical::{LaneInput, PublicLane};
+use super::avx2::FourLanes;
+use std::marker::PhantomData;
+
+/// The family object in `REGISTRY`.
+pub const FMA: FourLanes<Fma51> = FourLanes(PhantomData);
+
+/// Limb counts of a prime with a compiled kernel (batch classes): primes of 510 to 559,
+/// 1,020 to 1,069, 1,530 to 1,579 and 2,040 to 2,089 bits (RSA-1024, 2048, 3072, 4096), with
+/// R = 2^(51·L) ≥ 4p.
+const LIMBS: [usize; 4] = [11, 21, 31, 41];
+/// Per class, the check's limbs for the modulus (twice the prime's: R ≥ 4n), in the same
+/// radix: a column takes at most 4L terms below 2^52, below 2^61 at 82 limbs.
+const CHECK: [(usize, u32); 4] = [(22, 51), (42, 51), (62, 51), (82, 51)];
+
+/// The floating-point kernel of `vertical.rs`, radix 2^51.
+pub struct Fma51;
+
+impl Lanes for Fma51 {
+    const NAME: &'static str = "fma";
+    const DESCRIPTION: &'static str = "AVX2 FMA multi-buffer, 51-bit limbs (4 lanes: 2 signatures per call)";
+    const VENDOR_ID: u64 = 5;
+    const W: u32 = vertical::W;
+    const LIMB_COUNTS: [usize; 4] = LIMBS;
+    const CHECK: [(usize, u32); 4] = CHECK;
+    /// Computed with Python's `pow` over the inputs of `avx2::kat::inputs` at these limb
+    /// counts and radix.
+    const KAT_DIGESTS: [&'static str; 8] = [
+        "bcdc1974702212d45df392c348141a335c9003e2b8cf741f8c9b21d3844f5288",
+        "902053ea37fe49f992db5be77c4c7246867b6f71759afef5a21cc2fad40ab209",
+        "749a2b2f90a8966c98f8844a808ced1797ade1e288a8cd1900ee8b67f4e87e3c",
+        "4af996d322ef01e64dd768748c3b5070e6774ad0d565d94338764e6593e0ce69",
+        "d831a3102190d620e97f0918e92c32ba0ea532a9aff314d8492b509ddcf28d32",
+        "e923ff72dea792edd5b72c236941f66fb6153418c8a091d681666cc871a6d176",
+        "1854d0de2890db3209d68c66be1792ea286bc7928dde5610e46a9e3f545d5fd2",
+        "ba8c10c5e6ceb7f748596d76acadd7cde3e930eb4f42f2fe18f4d6a671e1af9d",
+    ];
+
+    fn available() -> bool {
+        vertical::available()
+    }
+
+    fn ready() -> bool {
+        let ready = vertical::default_fp_env();
+        if !ready {
+            log::warn!(
+                "the calling thread changed the floating-point environment (MXCSR rounding or \
+                 exception masks); the fma RSA kernel needs the default one, so this operation \
+                 runs on the reference path"
+            );
+        }
+        ready
+    }
+
+    fn modexp(class: usize, lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+        fn run<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+            let mut out = vertical::modexp::<L>(lanes, exp_bits);
+            let v = out.iter().map(|x| x.to_vec()).collect();
+            zeroize::Zeroize::zeroize(&mut out);
+            v
+        }
+        match class {
+            0 => run::<{ LIMBS[0] }>(lanes, exp_bits),
+            1 => run::<{ LIMBS[1] }>(lanes, exp_bits),
+            2 => run::<{ LIMBS[2] }>(lanes, exp_bits),
+            _ => run::<{ LIMBS[3] }>(lanes, exp_bits),
+        }
+    }
+
+    fn op_cycles(class: usize, reps: usize) -> [u64; 3] {
+        match class {
+            0 => vertical::op_cycles::<{ LIMBS[0] }>(reps),
+            1 => vertical::op_cycles::<{ LIMBS[1] }>(reps),
+            2 => vertical::op_cycles::<{ LIMBS[2] }>(reps),
+            _ => vertical::op_cycles::<{ LIMBS[3] }>(reps),
+        }
+    }
+
+    fn powmod_public(class: usize, lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+        fn run<const L: usize>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+            let out = vertical::powmod_public::<L>(lanes);
+            out.iter().map(|x| x.to_vec()).collect()
+        }
+        match class {
+            0 => run::<{ CHECK[0].0 }>(lanes),
+            1 => run::<{ CHECK[1].0 }>(lanes),
+            2 => run::<{ CHECK[2].0 }>(lanes),
+            _ => run::<{ CHECK[3].0 }>(lanes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::avx2::{crt, kat};
+    use super::{Fma51, Lanes};
+
+    #[test]
+    fn kernel_gives_the_known_answers() {
+        if !Fma51::available() {
+            eprintln!("no AVX2 and FMA on this CPU");
+            return;
+        }
+        assert_eq!(kat::digests::<Fma51>(), Fma51::KAT_DIGESTS.to_vec());
+    }
+
+    #[test]
+    fn kernel_matches_reference_for_every_size_and_batch_width() {
+        crt::tests::kernel_matches_reference_for_every_size_and_batch_width::<Fma51>();
+    }
+
+    #[test]
+    fn keys_it_cannot_take_are_refused() {
+        crt::tests::keys_it_cannot_take_are_refused::<Fma51>();
+    }
+
+    #[test]
+    fn exponent_edge_cases() {
+        crt::tests::exponent_edge_cases::<Fma51>();
+    }
+}

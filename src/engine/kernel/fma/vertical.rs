@@ -1,0 +1,865 @@
+//! The fma family's kernel: four independent modular exponentiations side by side, one per
+//! 64-bit lane of a ymm register, limb j of every lane in vector j, as in the avx2 kernel,
+//! but with 51-bit limbs held as doubles and multiplied by the floating-point unit.
+//!
+//! Why: AVX2's integer multiply is 32×32 bits (`vpmuludq`), so the avx2 kernel's limbs are
+//! 28 bits; an FMA multiplies 52-bit mantissas exactly. A 51×51-bit product takes three
+//! floating-point operations and two integer additions where 28×28 takes one multiply and
+//! one addition: per bit², 5/51² against 2/28², 1.33× fewer instructions. On the Xeon of
+//! `docs/performance.md` the multiplication at RSA-2048 takes 1,361 TSC cycles here against
+//! 1,906 in the avx2 kernel (1.40×).
+//!
+//! The product, for x, y < 2^52 with x·y < 2^103 (doubles holding integers):
+//! - hi = x·y + 2^103, rounded to nearest. In [2^103, 2^104) a double's unit is 2^51, so
+//!   hi = 2^103 + H·2^51 with H = round(x·y / 2^51), and its bits are those of 2^103 plus H;
+//! - d = (2^103 + 3·2^51) − hi = (3 − H)·2^51, exact;
+//! - lo = x·y + d = L + 3·2^51 with L = x·y − H·2^51 in [−2^50, 2^50], exact; in [2^52, 2^53)
+//!   a double's unit is 1, so its bits are those of 3·2^51 plus L.
+//!
+//! So x·y = H·2^51 + L, and the bits of hi and lo, added as 64-bit integers into the columns,
+//! carry H into column k+1 and L into column k, each with a constant bias (the bits of 2^103
+//! and of 3·2^51). The biases are multiples of 2^51, so a column's low 51 bits, all the
+//! Montgomery quotient needs, are exact as they stand; before a column's carry is taken, its
+//! whole bias, known from how many products it received, is subtracted (`Corr`), with 2^62
+//! added so that the logical shift (AVX2 has no 64-bit arithmetic one) sees a positive value.
+//! Columns take at most 4L terms below 2^52: below 2^61 for every limb count here.
+//!
+//! This relies on the default floating-point environment (round to nearest, exceptions
+//! masked), which Rust code assumes everywhere; `default_fp_env` checks it before every
+//! call, and a result computed otherwise would fail the check before release anyway. No
+//! operand or result is ever subnormal (every value is an integer, 0 or at least 1), so the
+//! floating-point operations take the same time for every value.
+//!
+//! Almost-Montgomery arithmetic with R = 2^(51·L) ≥ 4m, operands below 2m, two rows of the
+//! product and of the reduction per pass, the squaring with each cross product once (doubled
+//! operand), fixed 5-bit windows with a masked scan of the whole table: the avx2 kernel's
+//! design (see its `vertical.rs`), in this arithmetic. No branch or address depends on a
+//! limb or an exponent bit.
+
+use crate::engine::kernel::avx2::vertical::{LaneInput, PublicLane, LANES, WINDOW};
+use std::arch::x86_64::*;
+use zeroize::Zeroize;
+
+/// Radix of the kernel.
+pub const W: u32 = 51;
+const MASK: u64 = (1 << W) - 1;
+
+type D = __m256d;
+type I = __m256i;
+
+/// 2^103: where a double's unit is 2^51.
+const HI_BASE: f64 = (1u128 << 103) as f64;
+/// 2^103 + 3·2^51 (53 significant bits: exact).
+const LO_SHIFT: f64 = ((1u128 << 103) + (3u128 << 51)) as f64;
+/// The bias of a high half and of a low half in a column.
+const HI_BIAS: u64 = HI_BASE.to_bits();
+const LO_BIAS: u64 = ((3u64 << 51) as f64).to_bits();
+/// 2^52, whose bits OR an integer below 2^52 into a double 2^52 + x.
+const TWO52: f64 = (1u64 << 52) as f64;
+const TWO52_BITS: u64 = TWO52.to_bits();
+/// Added before a carry's logical shift: columns are above −2^62.
+const OFFSET: u64 = 1 << 62;
+/// The offset as it arrives in the next column through a carry.
+const OFFSET_CARRY: u64 = OFFSET >> W;
+/// Columns of the widest operation (the check of RSA-4096: 82 limbs).
+const MAX_COLS: usize = 2 * 82;
+
+/// Whether this CPU runs the kernel.
+pub fn available() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// Whether this thread's MXCSR is the default environment the kernel needs: round to
+/// nearest, every exception masked (status flags and DAZ/FTZ do not matter: no value is ever
+/// subnormal).
+pub fn default_fp_env() -> bool {
+    let mut v: u32 = 0;
+    // SAFETY: stmxcsr stores the 32-bit MXCSR to the address given, a live local; it changes
+    // no register or flag.
+    unsafe {
+        std::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut v, options(nostack, preserves_flags));
+    }
+    v & 0x7f80 == 0x1f80
+}
+
+/// base^exp mod m for every lane (at most `LANES`; missing lanes repeat lane 0, their results
+/// are dropped), fully reduced. `exp_bits` (public) bounds every lane's exponent.
+pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
+    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+    // SAFETY: the CPU has AVX2 and FMA (checked above), the only requirement of these
+    // functions.
+    let out = unsafe { modexp_fma::<L>(lanes, exp_bits) };
+    out[..lanes.len()].to_vec()
+}
+
+/// base^e mod n for every lane (public values: the check of every result before release).
+pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
+    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+    // SAFETY: the CPU has AVX2 and FMA (checked above).
+    let out = unsafe { powmod_public_fma::<L>(lanes) };
+    out[..lanes.len()].to_vec()
+}
+
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn add(a: I, b: I) -> I {
+    _mm256_add_epi64(a, b)
+}
+
+/// x·y as the bits of (hi, lo): see the top of this file.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn product(x: D, y: D) -> (I, I) {
+    let hi = _mm256_fmadd_pd(x, y, _mm256_set1_pd(HI_BASE));
+    let d = _mm256_sub_pd(_mm256_set1_pd(LO_SHIFT), hi);
+    let lo = _mm256_fmadd_pd(x, y, d);
+    (_mm256_castpd_si256(hi), _mm256_castpd_si256(lo))
+}
+
+/// An integer below 2^52 as a double.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn to_f64(x: I) -> D {
+    let biased = _mm256_or_si256(x, _mm256_set1_epi64x(TWO52_BITS as i64));
+    _mm256_sub_pd(_mm256_castsi256_pd(biased), _mm256_set1_pd(TWO52))
+}
+
+/// A double holding an integer below 2^52 as that integer.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn to_int(x: D) -> I {
+    let biased = _mm256_castpd_si256(_mm256_add_pd(x, _mm256_set1_pd(TWO52)));
+    _mm256_xor_si256(biased, _mm256_set1_epi64x(TWO52_BITS as i64))
+}
+
+/// q for a column `t` complete up to its reduction term: −t·m⁻¹ mod 2^51 = the low half of
+/// (t mod 2^51)·k0, as a double. The low half's bits are L + bits(3·2^51), and bits(3·2^51)
+/// is a multiple of 2^51: the mask leaves L mod 2^51.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn quotient(t: I, k0: D) -> D {
+    let mask = _mm256_set1_epi64x(MASK as i64);
+    let (_, lo) = product(to_f64(_mm256_and_si256(t, mask)), k0);
+    to_f64(_mm256_and_si256(lo, mask))
+}
+
+/// The carry out of a complete column inside an operation (its bias `corr` removed; the true
+/// carry, which the next column's quotient sees).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn carry(t: I, corr: u64) -> I {
+    let shifted = _mm256_srli_epi64::<51>(_mm256_sub_epi64(t, _mm256_set1_epi64x(corr as i64)));
+    _mm256_sub_epi64(shifted, _mm256_set1_epi64x(OFFSET_CARRY as i64))
+}
+
+/// The products of one column (up to four): their low halves with `hi`, the high halves of
+/// the column before (and any carry into this one), summed; `hi` becomes their high halves.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn column<const N: usize>(terms: [(D, D); N], hi: &mut I) -> I {
+    let mut lo_sum = *hi;
+    let mut hi_sum = _mm256_setzero_si256();
+    for (x, y) in terms {
+        let (h, l) = product(x, y);
+        lo_sum = add(lo_sum, l);
+        hi_sum = add(hi_sum, h);
+    }
+    *hi = hi_sum;
+    lo_sum
+}
+
+/// Pairs (i, j) in [0, l)² with i + j = c.
+const fn pairs(c: usize, l: usize) -> u64 {
+    if c > 2 * l - 2 {
+        return 0;
+    }
+    let below = if c < 2 * l - 2 - c { c } else { 2 * l - 2 - c };
+    below as u64 + 1
+}
+
+/// Products whose low half lands in column c: the product's rows and the reduction's in a
+/// multiplication; in a squaring each cross product once (i ≤ j) and the reduction.
+const fn products(c: usize, l: usize, square: bool) -> u64 {
+    if square {
+        pairs(c, l).div_ceil(2) + pairs(c, l)
+    } else {
+        2 * pairs(c, l)
+    }
+}
+
+/// Per column: what to subtract before its carry is taken. Its biases, less the offset, and
+/// for columns past L (whose carries come from `normalize`, offset included) the offset their
+/// carry brings in.
+const fn corrections(l: usize, square: bool) -> [u64; MAX_COLS] {
+    let mut out = [0u64; MAX_COLS];
+    let mut c = 0;
+    while c < 2 * l {
+        let lo = products(c, l, square);
+        let hi = if c == 0 { 0 } else { products(c - 1, l, square) };
+        let bias = lo.wrapping_mul(LO_BIAS).wrapping_add(hi.wrapping_mul(HI_BIAS));
+        let from_normalize = if c > l { OFFSET_CARRY } else { 0 };
+        out[c] = bias.wrapping_sub(OFFSET).wrapping_add(from_normalize);
+        c += 1;
+    }
+    out
+}
+
+/// The corrections of `amm` and `ams` at L limbs, computed at compile time.
+struct Corr<const L: usize>;
+
+impl<const L: usize> Corr<L> {
+    const AMM: [u64; MAX_COLS] = corrections(L, false);
+    const AMS: [u64; MAX_COLS] = corrections(L, true);
+}
+
+/// The working memory of `amm` and `ams`: the accumulator columns and the doubled operand,
+/// zeroized once per exponentiation (as in the avx2 kernel: every operation assigns a column
+/// before it first adds to it).
+struct Scratch<const L: usize> {
+    cols: [[I; L]; 2],
+    a2: [D; L],
+}
+
+impl<const L: usize> Scratch<L> {
+    #[target_feature(enable = "avx2,fma")]
+    fn new() -> Self {
+        Scratch {
+            cols: [[_mm256_setzero_si256(); L]; 2],
+            a2: [_mm256_setzero_pd(); L],
+        }
+    }
+}
+
+impl<const L: usize> Drop for Scratch<L> {
+    fn drop(&mut self) {
+        self.cols.zeroize();
+        self.a2.zeroize();
+    }
+}
+
+/// Columns L..2L into normalised limbs (the value is below R: the final carry is the offset
+/// alone).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn normalize<const L: usize>(cols: &[I], corr: &[u64]) -> [D; L] {
+    let mask = _mm256_set1_epi64x(MASK as i64);
+    let mut out = [_mm256_setzero_pd(); L];
+    let mut c = _mm256_setzero_si256();
+    for j in 0..L {
+        let t = _mm256_sub_epi64(add(cols[j], c), _mm256_set1_epi64x(corr[j] as i64));
+        out[j] = to_f64(_mm256_and_si256(t, mask));
+        c = _mm256_srli_epi64::<51>(t);
+    }
+    out
+}
+
+/// Almost-Montgomery multiplication a·b/R mod m (below 2m for a, b below 2m), per lane, two
+/// rows per pass as in the avx2 kernel.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn amm<const L: usize>(a: &[D; L], b: &[D; L], m: &[D; L], k0: D, s: &mut Scratch<L>) -> [D; L] {
+    const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
+    let corr = &Corr::<L>::AMM;
+    let acc = s.cols.as_flattened_mut();
+    amm_pass::<L, true>(a[0], a[1], b, m, k0, corr, acc);
+    let mut i = 2;
+    while i + 1 < L {
+        amm_pass::<L, false>(a[i], a[i + 1], b, m, k0, &corr[i..], &mut acc[i..]);
+        i += 2;
+    }
+    if L % 2 == 1 {
+        amm_last::<L>(a[L - 1], b, m, k0, corr[L - 1], &mut acc[L - 1..]);
+    }
+    normalize::<L>(&acc[L..2 * L], &corr[L..2 * L])
+}
+
+/// One pass of `amm` over rows i, i+1 (`a0`, `a1`): `win` is columns i..=i+L+1, `corr` starts
+/// at column i. Column k takes a0·b_k, q0·m_k, a1·b_{k−1}, q1·m_{k−1} and the high halves of
+/// column k−1's products. The top two columns are new to the pass (the pass before reached
+/// i+L−1), as is every column of the first.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn amm_pass<const L: usize, const FIRST: bool>(
+    a0: D,
+    a1: D,
+    b: &[D; L],
+    m: &[D; L],
+    k0: D,
+    corr: &[u64],
+    win: &mut [I],
+) {
+    let win = &mut win[..=L + 1];
+    let (h, l) = product(a0, b[0]);
+    let t = if FIRST { l } else { add(win[0], l) };
+    let q0 = quotient(t, k0);
+    let (hq, lq) = product(q0, m[0]);
+    let mut hi = add(add(h, hq), carry(add(t, lq), corr[0]));
+    let u = column([(a0, b[1]), (q0, m[1]), (a1, b[0])], &mut hi);
+    let u = if FIRST { u } else { add(win[1], u) };
+    let q1 = quotient(u, k0);
+    let (hq, lq) = product(q1, m[0]);
+    hi = add(add(hi, hq), carry(add(u, lq), corr[1]));
+    for k in 2..L {
+        let s = column([(a0, b[k]), (q0, m[k]), (a1, b[k - 1]), (q1, m[k - 1])], &mut hi);
+        win[k] = if FIRST { s } else { add(win[k], s) };
+    }
+    win[L] = column([(a1, b[L - 1]), (q1, m[L - 1])], &mut hi);
+    win[L + 1] = hi;
+}
+
+/// The last row alone (odd limb counts), over columns L−1..=2L−1; the pass before reached
+/// 2L−2.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: D, corr: u64, win: &mut [I]) {
+    let win = &mut win[..=L];
+    let (h, l) = product(a0, b[0]);
+    let t = add(win[0], l);
+    let q0 = quotient(t, k0);
+    let (hq, lq) = product(q0, m[0]);
+    let mut hi = add(add(h, hq), carry(add(t, lq), corr));
+    for k in 1..L {
+        let s = column([(a0, b[k]), (q0, m[k])], &mut hi);
+        win[k] = add(win[k], s);
+    }
+    win[L] = hi;
+}
+
+/// Almost-Montgomery squaring a²/R mod m, per lane: each cross product once (by the doubled
+/// operand, below 2^52: its products stay below 2^103), the squares of the limbs, and the
+/// reduction, two rows per pass.
+///
+/// In a pass over rows i, i+1, column k (counted from i) takes q0·m_k and q1·m_{k−1}, and from
+/// the square's rows a_i·a_k (a_i² at k = i, a_i·2a_k above) and a_{i+1}·a_{k−1} (a_{i+1}² at
+/// k = i+2, a_{i+1}·2a_{k−1} above): the columns below k = i take the reduction only. Columns
+/// i and i+1 are complete before q_i and q_{i+1}: square terms reach column c only from rows
+/// up to c/2.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn ams<const L: usize>(a: &[D; L], m: &[D; L], k0: D, s: &mut Scratch<L>) -> [D; L] {
+    const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
+    let corr = &Corr::<L>::AMS;
+    let a2 = &mut s.a2;
+    for j in 0..L {
+        a2[j] = _mm256_add_pd(a[j], a[j]);
+    }
+    let a2 = &*a2;
+    let acc = s.cols.as_flattened_mut();
+    ams_first::<L>(a, a2, m, k0, corr, acc);
+    let mut i = 2;
+    while i + 1 < L {
+        ams_pass::<L>(i, a, a2, m, k0, &corr[i..], &mut acc[i..]);
+        i += 2;
+    }
+    if L % 2 == 1 {
+        // The last row alone: its reduction, and a_{L−1}² in column 2L−2.
+        let a0 = a[L - 1];
+        let win = &mut acc[L - 1..=2 * L - 1];
+        let t = win[0];
+        let q0 = quotient(t, k0);
+        let (hq, lq) = product(q0, m[0]);
+        let mut hi = add(hq, carry(add(t, lq), corr[L - 1]));
+        for k in 1..L - 1 {
+            let s = column([(q0, m[k])], &mut hi);
+            win[k] = add(win[k], s);
+        }
+        let s = column([(q0, m[L - 1]), (a0, a0)], &mut hi);
+        win[L - 1] = add(win[L - 1], s);
+        win[L] = hi;
+    }
+    normalize::<L>(&acc[L..2 * L], &corr[L..2 * L])
+}
+
+/// The first pass of `ams` (rows 0 and 1): every column is new; the square's rows start at
+/// column 0 (a_0²) and column 2 (a_1²).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: D, corr: &[u64], win: &mut [I]) {
+    let win = &mut win[..=L + 1];
+    let (a0, a1) = (a[0], a[1]);
+    let (h, t) = product(a0, a0);
+    let q0 = quotient(t, k0);
+    let (hq, lq) = product(q0, m[0]);
+    let mut hi = add(add(h, hq), carry(add(t, lq), corr[0]));
+    let u = column([(a0, a2[1]), (q0, m[1])], &mut hi);
+    let q1 = quotient(u, k0);
+    let (hq, lq) = product(q1, m[0]);
+    hi = add(add(hi, hq), carry(add(u, lq), corr[1]));
+    win[2] = column([(q0, m[2]), (q1, m[1]), (a0, a2[2]), (a1, a1)], &mut hi);
+    for k in 3..L {
+        win[k] = column(
+            [(q0, m[k]), (q1, m[k - 1]), (a0, a2[k]), (a1, a2[k - 1])],
+            &mut hi,
+        );
+    }
+    win[L] = column([(q1, m[L - 1]), (a1, a2[L - 1])], &mut hi);
+    win[L + 1] = hi;
+}
+
+/// A pass of `ams` over rows i, i+1 (i ≥ 2, even): `win` is columns i..=i+L+1, `corr` starts
+/// at column i. Which square terms the top columns take depends on how close row i is to the
+/// top (i + 2 = L or below), a public fact.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn ams_pass<const L: usize>(
+    i: usize,
+    a: &[D; L],
+    a2: &[D; L],
+    m: &[D; L],
+    k0: D,
+    corr: &[u64],
+    win: &mut [I],
+) {
+    let win = &mut win[..=L + 1];
+    let (a0, a1) = (a[i], a[i + 1]);
+    let t = win[0];
+    let q0 = quotient(t, k0);
+    let (hq, lq) = product(q0, m[0]);
+    let mut hi = add(hq, carry(add(t, lq), corr[0]));
+    let u = add(win[1], column([(q0, m[1])], &mut hi));
+    let q1 = quotient(u, k0);
+    let (hq, lq) = product(q1, m[0]);
+    hi = add(add(hi, hq), carry(add(u, lq), corr[1]));
+    // Columns 2..i: the reduction only.
+    for k in 2..i {
+        let s = column([(q0, m[k]), (q1, m[k - 1])], &mut hi);
+        win[k] = add(win[k], s);
+    }
+    // Column i: a_i²; column i+1: a_i·2a_{i+1}.
+    let s = column([(q0, m[i]), (q1, m[i - 1]), (a0, a0)], &mut hi);
+    win[i] = add(win[i], s);
+    let s = column([(q0, m[i + 1]), (q1, m[i]), (a0, a2[i + 1])], &mut hi);
+    win[i + 1] = add(win[i + 1], s);
+    if i + 2 == L {
+        win[L] = column([(q1, m[L - 1]), (a1, a1)], &mut hi);
+        win[L + 1] = hi;
+        return;
+    }
+    // Column i+2: a_i·2a_{i+2} + a_{i+1}².
+    let s = column(
+        [(q0, m[i + 2]), (q1, m[i + 1]), (a0, a2[i + 2]), (a1, a1)],
+        &mut hi,
+    );
+    win[i + 2] = add(win[i + 2], s);
+    for k in i + 3..L {
+        let s = column(
+            [(q0, m[k]), (q1, m[k - 1]), (a0, a2[k]), (a1, a2[k - 1])],
+            &mut hi,
+        );
+        win[k] = add(win[k], s);
+    }
+    win[L] = column([(q1, m[L - 1]), (a1, a2[L - 1])], &mut hi);
+    win[L + 1] = hi;
+}
+
+/// Non-negative integer columns (below 2^62) into normalised limbs.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn carry_chain<const L: usize>(cols: &[I; L]) -> [D; L] {
+    let mask = _mm256_set1_epi64x(MASK as i64);
+    let mut out = [_mm256_setzero_pd(); L];
+    let mut c = _mm256_setzero_si256();
+    for j in 0..L {
+        let t = add(cols[j], c);
+        out[j] = to_f64(_mm256_and_si256(t, mask));
+        c = _mm256_srli_epi64::<51>(t);
+    }
+    out
+}
+
+/// x + y, normalised (the sum must stay below R).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn add_norm<const L: usize>(x: &[D; L], y: &[D; L]) -> [D; L] {
+    let mut cols = [_mm256_setzero_si256(); L];
+    for j in 0..L {
+        cols[j] = add(to_int(x[j]), to_int(y[j]));
+    }
+    carry_chain::<L>(&cols)
+}
+
+/// x − m where x ≥ m, else x, per lane (by the borrow of the subtraction, as a mask).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn csub<const L: usize>(x: &[D; L], m: &[D; L]) -> [D; L] {
+    let mask = _mm256_set1_epi64x(MASK as i64);
+    let mut y = [_mm256_setzero_si256(); L];
+    let mut borrow = _mm256_setzero_si256();
+    for j in 0..L {
+        let t = _mm256_sub_epi64(_mm256_sub_epi64(to_int(x[j]), to_int(m[j])), borrow);
+        y[j] = _mm256_and_si256(t, mask);
+        borrow = _mm256_srli_epi64::<63>(t);
+    }
+    let keep = _mm256_castsi256_pd(_mm256_sub_epi64(_mm256_setzero_si256(), borrow));
+    let mut out = [_mm256_setzero_pd(); L];
+    for j in 0..L {
+        out[j] = _mm256_blendv_pd(to_f64(y[j]), x[j], keep);
+    }
+    out
+}
+
+/// The window table of `modexp`: 32 entries of L vectors, zeroized on drop.
+struct Table<const L: usize> {
+    v: Vec<D>,
+}
+
+impl<const L: usize> Table<L> {
+    #[target_feature(enable = "avx2,fma")]
+    fn new() -> Self {
+        Table {
+            v: vec![_mm256_setzero_pd(); L << WINDOW],
+        }
+    }
+
+    fn put(&mut self, t: usize, x: &[D; L]) {
+        self.v[t * L..][..L].copy_from_slice(x);
+    }
+
+    /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of
+    /// up to 8 vectors held in registers through the scan.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn select(&self, idx: I) -> [D; L] {
+        let mut out = [_mm256_setzero_pd(); L];
+        let mut g = 0;
+        while g < L {
+            match L - g {
+                1 => self.scan::<1>(g, idx, &mut out),
+                2 => self.scan::<2>(g, idx, &mut out),
+                3 => self.scan::<3>(g, idx, &mut out),
+                4 => self.scan::<4>(g, idx, &mut out),
+                5 => self.scan::<5>(g, idx, &mut out),
+                6 => self.scan::<6>(g, idx, &mut out),
+                7 => self.scan::<7>(g, idx, &mut out),
+                _ => self.scan::<8>(g, idx, &mut out),
+            }
+            g += 8;
+        }
+        out
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn scan<const G: usize>(&self, g: usize, idx: I, out: &mut [D; L]) {
+        let mut r = [_mm256_setzero_pd(); G];
+        for t in 0..1 << WINDOW {
+            let hit = _mm256_castsi256_pd(_mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64)));
+            let e = &self.v[t * L + g..][..G];
+            for j in 0..G {
+                r[j] = _mm256_or_pd(r[j], _mm256_and_pd(e[j], hit));
+            }
+        }
+        out[g..g + G].copy_from_slice(&r);
+    }
+}
+
+impl<const L: usize> Drop for Table<L> {
+    fn drop(&mut self) {
+        self.v.zeroize();
+    }
+}
+
+/// Bits pos..pos+WINDOW of a little-endian exponent (positions are public).
+fn window_bits(exp: &[u64], pos: usize) -> u64 {
+    let (k, r) = (pos / 64, pos % 64);
+    let mut v = exp.get(k).copied().unwrap_or(0) >> r;
+    if r + WINDOW > 64 {
+        v |= exp.get(k + 1).copied().unwrap_or(0) << (64 - r);
+    }
+    v & ((1 << WINDOW) - 1)
+}
+
+/// Limb j of every lane into vector j, as doubles (limbs below 2^51: exact). Lanes past the
+/// end repeat lane 0.
+#[target_feature(enable = "avx2,fma")]
+fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [D; L] {
+    let mut out = [_mm256_setzero_pd(); L];
+    let lane = |k: usize, j: usize| limbs(if k < lanes { k } else { 0 }).get(j).copied().unwrap_or(0) as f64;
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = _mm256_set_pd(lane(3, j), lane(2, j), lane(1, j), lane(0, j));
+    }
+    out
+}
+
+/// One value per lane (lanes past the end repeat lane 0).
+#[target_feature(enable = "avx2,fma")]
+fn per_lane(lanes: usize, get: &dyn Fn(usize) -> u64) -> I {
+    let lane = |k: usize| get(if k < lanes { k } else { 0 }) as i64;
+    _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn untranspose<const L: usize>(x: &[D; L]) -> [[u64; L]; LANES] {
+    let mut out = [[0u64; L]; LANES];
+    for (j, v) in x.iter().enumerate() {
+        let limbs = to_int(*v);
+        // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid
+        // for both.
+        let limbs: [u64; 4] = unsafe { std::mem::transmute::<I, [u64; 4]>(limbs) };
+        for (k, o) in out.iter_mut().enumerate() {
+            o[j] = limbs[k];
+        }
+    }
+    out
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn one<const L: usize>() -> [D; L] {
+    let mut one = [_mm256_setzero_pd(); L];
+    one[0] = _mm256_set1_pd(1.0);
+    one
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn modexp_fma<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> [[u64; L]; LANES] {
+    let mut s = Scratch::<L>::new();
+    let n = lanes.len();
+    let m = transpose::<L>(n, &|k| lanes[k].m);
+    let k0 = to_f64(per_lane(n, &|k| lanes[k].k0));
+    let rr = transpose::<L>(n, &|k| lanes[k].rr);
+    let rrr = transpose::<L>(n, &|k| lanes[k].rrr);
+    let mut lo = transpose::<L>(n, &|k| lanes[k].lo);
+    let mut hi = transpose::<L>(n, &|k| lanes[k].hi);
+    let one = one::<L>();
+    // Montgomery form of the base: lo·R + hi·R² = base·R, each term below 2m; the sum once
+    // reduced by 2m is below 2m.
+    let m2 = add_norm::<L>(&m, &m);
+    let mut x = add_norm::<L>(
+        &amm::<L>(&lo, &rr, &m, k0, &mut s),
+        &amm::<L>(&hi, &rrr, &m, k0, &mut s),
+    );
+    x = csub::<L>(&x, &m2);
+    let mut table = Table::<L>::new();
+    let mut entry = amm::<L>(&rr, &one, &m, k0, &mut s);
+    table.put(0, &entry);
+    table.put(1, &x);
+    entry = x;
+    for t in 2..1 << WINDOW {
+        entry = amm::<L>(&entry, &x, &m, k0, &mut s);
+        table.put(t, &entry);
+    }
+    entry.zeroize();
+    let windows = exp_bits.div_ceil(WINDOW).max(1);
+    let index = |w: usize| per_lane(n, &|k| window_bits(lanes[k].exp, w * WINDOW));
+    let mut idx = index(windows - 1);
+    let mut acc = table.select(idx);
+    for w in (0..windows - 1).rev() {
+        for _ in 0..WINDOW {
+            acc = ams::<L>(&acc, &m, k0, &mut s);
+        }
+        idx = index(w);
+        let mut entry = table.select(idx);
+        acc = amm::<L>(&acc, &entry, &m, k0, &mut s);
+        entry.zeroize();
+    }
+    // Out of Montgomery form: at most m, and m only for a multiple of m.
+    let mut r = amm::<L>(&acc, &one, &m, k0, &mut s);
+    let mut reduced = csub::<L>(&r, &m);
+    let out = untranspose::<L>(&reduced);
+    for v in [&mut x, &mut acc, &mut r, &mut reduced, &mut lo, &mut hi] {
+        v.zeroize();
+    }
+    idx.zeroize();
+    drop(table);
+    out
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn powmod_public_fma<const L: usize>(lanes: &[PublicLane]) -> [[u64; L]; LANES] {
+    let mut s = Scratch::<L>::new();
+    let count = lanes.len();
+    let n = transpose::<L>(count, &|k| lanes[k].n);
+    let k0 = to_f64(per_lane(count, &|k| lanes[k].k0));
+    let rr = transpose::<L>(count, &|k| lanes[k].rr);
+    let base = transpose::<L>(count, &|k| lanes[k].base);
+    let one = one::<L>();
+    let x = amm::<L>(&base, &rr, &n, k0, &mut s);
+    let mut acc = amm::<L>(&rr, &one, &n, k0, &mut s);
+    // Public exponents: the longest sets the count; a lane takes the product where its bit is
+    // set (and where no lane has the bit, the product is skipped).
+    let bits = 64 - lanes.iter().map(|l| l.e).max().unwrap_or(0).leading_zeros() as usize;
+    for b in (0..bits).rev() {
+        acc = ams::<L>(&acc, &n, k0, &mut s);
+        let set = lanes.iter().filter(|l| (l.e >> b) & 1 == 1).count();
+        if set == 0 {
+            continue;
+        }
+        let t = amm::<L>(&acc, &x, &n, k0, &mut s);
+        if set == lanes.len() {
+            acc = t;
+            continue;
+        }
+        let take = _mm256_castsi256_pd(_mm256_sub_epi64(
+            _mm256_setzero_si256(),
+            per_lane(count, &|k| (lanes[k].e >> b) & 1),
+        ));
+        for j in 0..L {
+            acc[j] = _mm256_blendv_pd(acc[j], t[j], take);
+        }
+    }
+    let r = amm::<L>(&acc, &one, &n, k0, &mut s);
+    untranspose::<L>(&csub::<L>(&r, &n))
+}
+
+/// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
+/// L limbs (the minimum over `reps` timed runs of 64 operations each), on a made-up modulus.
+#[doc(hidden)]
+pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 3] {
+    assert!(available());
+    // SAFETY: the CPU has AVX2 and FMA (asserted above).
+    unsafe { op_cycles_fma::<L>(reps) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn op_cycles_fma<const L: usize>(reps: usize) -> [u64; 3] {
+    let mut s = Scratch::<L>::new();
+    let mut mm = [0u64; L];
+    for (j, v) in mm.iter_mut().enumerate() {
+        *v = (0x0bad_cafe_1234_5678_u64.wrapping_mul(j as u64 + 7) ^ 0x5a5a_5a5a) & MASK;
+    }
+    mm[0] |= 1;
+    mm[L - 1] = (1 << (W - 3)) | 1;
+    let m = transpose::<L>(1, &|_| &mm[..]);
+    let k0 = to_f64(per_lane(1, &|_| {
+        crate::engine::kernel::avx2::limbs::mont_k0(mm[0], W)
+    }));
+    let mut x = m;
+    x[0] = _mm256_set1_pd(12345.0);
+    let mut table = Table::<L>::new();
+    for t in 0..1 << WINDOW {
+        table.put(t, &x);
+    }
+    let time = |f: &mut dyn FnMut()| {
+        let mut best = u64::MAX;
+        for _ in 0..reps {
+            // SAFETY: rdtsc has no preconditions.
+            let t = unsafe { _rdtsc() };
+            for _ in 0..64 {
+                f();
+            }
+            // SAFETY: as above.
+            best = best.min((unsafe { _rdtsc() } - t) / 64);
+        }
+        best
+    };
+    let mut y = x;
+    let a = time(&mut || y = amm::<L>(&y, &x, &m, k0, &mut s));
+    let b = time(&mut || y = ams::<L>(&y, &m, k0, &mut s));
+    let mut idx = _mm256_set1_epi64x(3);
+    let c = time(&mut || {
+        let e = table.select(idx);
+        idx = _mm256_and_si256(_mm256_add_epi64(idx, to_int(e[0])), _mm256_set1_epi64x(31));
+    });
+    std::hint::black_box(y);
+    [a, b, c]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::kernel::avx2::limbs;
+
+    /// Random limbs below 2^w with the top limb limited so the value stays below `top`.
+    fn random_below(l: usize, top_bits: u32) -> Vec<u64> {
+        let mut v = vec![0u64; l];
+        let mut bytes = vec![0u8; 8 * l];
+        getrandom::fill(&mut bytes).unwrap();
+        for (j, x) in v.iter_mut().enumerate() {
+            *x = u64::from_le_bytes(bytes[8 * j..8 * j + 8].try_into().unwrap()) & MASK;
+        }
+        v[l - 1] &= (1 << top_bits) - 1;
+        v
+    }
+
+    /// `amm` and `ams` against the scalar 128-bit-column Montgomery product (`limbs::amm_into`),
+    /// both reduced once, on four lanes of random moduli and operands up to 2m − 1, and on the
+    /// extremes (every limb at its largest, zero, m − 1, 2m − 1).
+    fn ops_match_scalar<const L: usize>() {
+        for round in 0..200 {
+            let mut lanes = vec![];
+            for k in 0..LANES {
+                // m of 51·L − 3 bits (R ≥ 4m with a bit to spare... and the top bit set).
+                let top = W - 3;
+                let mut m = random_below(L, top);
+                m[L - 1] |= 1 << (top - 1);
+                m[0] |= 1;
+                let m2_minus_1 = {
+                    let (mut d, mut s) = (vec![0u64; L], vec![0u64; L]);
+                    limbs::add_into(&m, &m, W, &mut d);
+                    let mut one = vec![0u64; L];
+                    one[0] = 1;
+                    limbs::sub_into(&d, &one, W, &mut s);
+                    s
+                };
+                let pick = |r: usize| -> Vec<u64> {
+                    match (round + r + k) % 7 {
+                        0 => m2_minus_1.clone(),
+                        1 => vec![0u64; L],
+                        2 => {
+                            let mut v = m.clone();
+                            v[0] -= 1;
+                            v
+                        }
+                        _ => {
+                            let mut v = random_below(L, top);
+                            v[L - 1] &= (1 << (top - 1)) - 1;
+                            v
+                        }
+                    }
+                };
+                lanes.push((pick(0), pick(3), m));
+            }
+            // SAFETY (of the calls below): the test runs only where the CPU has AVX2 and FMA.
+            unsafe { check_lanes::<L>(&lanes) };
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn check_lanes<const L: usize>(lanes: &[(Vec<u64>, Vec<u64>, Vec<u64>)]) {
+        let mut s = Scratch::<L>::new();
+        let a = transpose::<L>(4, &|k| &lanes[k].0);
+        let b = transpose::<L>(4, &|k| &lanes[k].1);
+        let m = transpose::<L>(4, &|k| &lanes[k].2);
+        let k0s: Vec<u64> = lanes.iter().map(|l| limbs::mont_k0(l.2[0], W)).collect();
+        let k0 = to_f64(per_lane(4, &|k| k0s[k]));
+        let prod = untranspose::<L>(&amm::<L>(&a, &b, &m, k0, &mut s));
+        let sq = untranspose::<L>(&ams::<L>(&a, &m, k0, &mut s));
+        for (k, (x, y, n)) in lanes.iter().enumerate() {
+            for (got, y, what) in [(&prod[k], y, "amm"), (&sq[k], x, "ams")] {
+                let (mut want, mut scratch) = (vec![0u64; L], vec![0u64; L]);
+                limbs::amm_into(x, y, n, k0s[k], W, &mut want);
+                // Both below 2m: equal once each is reduced by m.
+                let mut got = got.to_vec();
+                assert!(
+                    got.iter().all(|&v| v <= MASK),
+                    "{what} at {L} limbs: a limb above 2^51"
+                );
+                limbs::reduce_once(&mut got, n, W, &mut scratch);
+                limbs::reduce_once(&mut want, n, W, &mut scratch);
+                assert_eq!(got, want, "{what} at {L} limbs, lane {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn multiplication_and_squaring_match_the_scalar_product() {
+        if !available() {
+            eprintln!("no AVX2 and FMA on this CPU");
+            return;
+        }
+        // Every limb count compiled (the classes and the check sizes), odd and even.
+        ops_match_scalar::<11>();
+        ops_match_scalar::<21>();
+        ops_match_scalar::<22>();
+        ops_match_scalar::<31>();
+        ops_match_scalar::<41>();
+        ops_match_scalar::<42>();
+        ops_match_scalar::<62>();
+        ops_match_scalar::<82>();
+    }
+
+    #[test]
+    fn the_floating_point_environment_is_the_default_one() {
+        assert!(default_fp_env());
+    }
+}

@@ -111,7 +111,7 @@ fn untranspose<const L: usize>(x: &[V; L]) -> [[u64; L]; LANES] {
 /// untuned kernel ran 2-3x slower for it). The instruction itself cannot be rewritten.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn mul(a: V, b: V) -> V {
+pub(crate) fn mul(a: V, b: V) -> V {
     let r: V;
     // SAFETY: vpmuludq reads two ymm registers and writes one; no memory, stack or flags. The
     // caller (this function's target feature) runs only where the CPU has AVX2.

@@ -36,7 +36,7 @@
 //! design (see its `vertical.rs`), in this arithmetic. No branch or address depends on a
 //! limb or an exponent bit.
 
-use crate::engine::kernel::avx2::vertical::{LaneInput, PublicLane, LANES, WINDOW};
+use crate::engine::kernel::avx2::vertical::{mul as mul32, LaneInput, PublicLane, LANES, WINDOW};
 use std::arch::x86_64::*;
 use zeroize::Zeroize;
 
@@ -132,15 +132,33 @@ fn to_int(x: D) -> I {
     _mm256_xor_si256(biased, _mm256_set1_epi64x(TWO52_BITS as i64))
 }
 
-/// q for a column `t` complete up to its reduction term: −t·m⁻¹ mod 2^51 = the low half of
-/// (t mod 2^51)·k0, as a double. The low half's bits are L + bits(3·2^51), and bits(3·2^51)
-/// is a multiple of 2^51: the mask leaves L mod 2^51.
+/// −m⁻¹ mod 2^51 per lane, in two parts for 32-bit multiplies: bits 0..32 and 32..51.
+#[derive(Clone, Copy)]
+struct K0 {
+    lo: I,
+    hi: I,
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn k0_of(k0: I) -> K0 {
+    K0 {
+        lo: _mm256_and_si256(k0, _mm256_set1_epi64x(0xffff_ffff)),
+        hi: _mm256_srli_epi64::<32>(k0),
+    }
+}
+
+/// q for a column `t` complete up to its reduction term: −t·m⁻¹ mod 2^51 = t·k0 mod 2^51, as
+/// a double. On the integer multiplier (three 32×32-bit products: t0·k0, and t0·k1 + t1·k0
+/// shifted by 32), not the product of the columns: it is on the critical path of every pass,
+/// and this takes 15 cycles of latency where the floating-point product and its two
+/// conversions took 23. Bits of t above 51 only add multiples of 2^51.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn quotient(t: I, k0: D) -> D {
+fn quotient(t: I, k0: K0) -> D {
     let mask = _mm256_set1_epi64x(MASK as i64);
-    let (_, lo) = product(to_f64(_mm256_and_si256(t, mask)), k0);
-    to_f64(_mm256_and_si256(lo, mask))
+    let low = mul32(t, k0.lo);
+    let cross = add(mul32(t, k0.hi), mul32(_mm256_srli_epi64::<32>(t), k0.lo));
+    to_f64(_mm256_and_si256(add(low, _mm256_slli_epi64::<32>(cross)), mask))
 }
 
 /// The carry out of a complete column inside an operation (its bias `corr` removed; the true
@@ -257,7 +275,7 @@ fn normalize<const L: usize>(cols: &[I], corr: &[u64]) -> [D; L] {
 /// rows per pass as in the avx2 kernel.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn amm<const L: usize>(a: &[D; L], b: &[D; L], m: &[D; L], k0: D, s: &mut Scratch<L>) -> [D; L] {
+fn amm<const L: usize>(a: &[D; L], b: &[D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) -> [D; L] {
     const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
     let corr = &Corr::<L>::AMM;
     let acc = s.cols.as_flattened_mut();
@@ -284,7 +302,7 @@ fn amm_pass<const L: usize, const FIRST: bool>(
     a1: D,
     b: &[D; L],
     m: &[D; L],
-    k0: D,
+    k0: K0,
     corr: &[u64],
     win: &mut [I],
 ) {
@@ -311,7 +329,7 @@ fn amm_pass<const L: usize, const FIRST: bool>(
 /// 2L−2.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: D, corr: u64, win: &mut [I]) {
+fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: K0, corr: u64, win: &mut [I]) {
     let win = &mut win[..=L];
     let (h, l) = product(a0, b[0]);
     let t = add(win[0], l);
@@ -336,7 +354,7 @@ fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: D, corr: u64, win
 /// up to c/2.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn ams<const L: usize>(a: &[D; L], m: &[D; L], k0: D, s: &mut Scratch<L>) -> [D; L] {
+fn ams<const L: usize>(a: &[D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) -> [D; L] {
     const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
     let corr = &Corr::<L>::AMS;
     let a2 = &mut s.a2;
@@ -374,7 +392,7 @@ fn ams<const L: usize>(a: &[D; L], m: &[D; L], k0: D, s: &mut Scratch<L>) -> [D;
 /// column 0 (a_0²) and column 2 (a_1²).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: D, corr: &[u64], win: &mut [I]) {
+fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: K0, corr: &[u64], win: &mut [I]) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[0], a[1]);
     let (h, t) = product(a0, a0);
@@ -406,7 +424,7 @@ fn ams_pass<const L: usize>(
     a: &[D; L],
     a2: &[D; L],
     m: &[D; L],
-    k0: D,
+    k0: K0,
     corr: &[u64],
     win: &mut [I],
 ) {
@@ -615,7 +633,7 @@ fn modexp_fma<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> [[u64; L]
     let mut s = Scratch::<L>::new();
     let n = lanes.len();
     let m = transpose::<L>(n, &|k| lanes[k].m);
-    let k0 = to_f64(per_lane(n, &|k| lanes[k].k0));
+    let k0 = k0_of(per_lane(n, &|k| lanes[k].k0));
     let rr = transpose::<L>(n, &|k| lanes[k].rr);
     let rrr = transpose::<L>(n, &|k| lanes[k].rrr);
     let mut lo = transpose::<L>(n, &|k| lanes[k].lo);
@@ -669,7 +687,7 @@ fn powmod_public_fma<const L: usize>(lanes: &[PublicLane]) -> [[u64; L]; LANES] 
     let mut s = Scratch::<L>::new();
     let count = lanes.len();
     let n = transpose::<L>(count, &|k| lanes[k].n);
-    let k0 = to_f64(per_lane(count, &|k| lanes[k].k0));
+    let k0 = k0_of(per_lane(count, &|k| lanes[k].k0));
     let rr = transpose::<L>(count, &|k| lanes[k].rr);
     let base = transpose::<L>(count, &|k| lanes[k].base);
     let one = one::<L>();
@@ -720,7 +738,7 @@ fn op_cycles_fma<const L: usize>(reps: usize) -> [u64; 3] {
     mm[0] |= 1;
     mm[L - 1] = (1 << (W - 3)) | 1;
     let m = transpose::<L>(1, &|_| &mm[..]);
-    let k0 = to_f64(per_lane(1, &|_| {
+    let k0 = k0_of(per_lane(1, &|_| {
         crate::engine::kernel::avx2::limbs::mont_k0(mm[0], W)
     }));
     let mut x = m;
@@ -821,7 +839,7 @@ mod tests {
         let b = transpose::<L>(4, &|k| &lanes[k].1);
         let m = transpose::<L>(4, &|k| &lanes[k].2);
         let k0s: Vec<u64> = lanes.iter().map(|l| limbs::mont_k0(l.2[0], W)).collect();
-        let k0 = to_f64(per_lane(4, &|k| k0s[k]));
+        let k0 = k0_of(per_lane(4, &|k| k0s[k]));
         let prod = untranspose::<L>(&amm::<L>(&a, &b, &m, k0, &mut s));
         let sq = untranspose::<L>(&ams::<L>(&a, &m, k0, &mut s));
         for (k, (x, y, n)) in lanes.iter().enumerate() {

@@ -102,7 +102,54 @@ impl Lanes for Fma51 {
 #[cfg(test)]
 mod tests {
     use super::super::avx2::{crt, kat};
-    use super::{Fma51, Lanes};
+    use super::super::{Family, KeyForm};
+    use super::{vertical, Fma51, Lanes, FMA};
+
+    /// Sets this thread's MXCSR, returning the old value.
+    fn set_mxcsr(v: u32) -> u32 {
+        let mut old: u32 = 0;
+        // SAFETY: stmxcsr stores MXCSR to a live local; ldmxcsr loads a valid value (reserved
+        // bits zero) from one. The test restores the old value before any floating-point code
+        // of its own runs.
+        unsafe {
+            std::arch::asm!("stmxcsr [{p}]", p = in(reg) &mut old, options(nostack, preserves_flags));
+            std::arch::asm!("ldmxcsr [{p}]", p = in(reg) &v, options(nostack, preserves_flags));
+        }
+        old
+    }
+
+    /// A calling thread that changed the floating-point environment (here: rounding toward
+    /// zero, or the inexact exception unmasked, which would trap in the kernel) gets no result
+    /// from this family, unverified results the engine recomputes on the reference, never a
+    /// wrong signature or a trap; in the default environment the same call signs.
+    #[test]
+    fn a_changed_floating_point_environment_is_refused_not_miscomputed() {
+        if !Fma51::available() {
+            eprintln!("no AVX2 and FMA on this CPU");
+            return;
+        }
+        let c = crate::engine::generate(1024, &[1, 0, 1]).unwrap();
+        let key = crt::CrtKey::<Fma51>::new(&c).unwrap();
+        let form: &KeyForm = &key;
+        let mut input = vec![0x5au8; 128];
+        input[0] = 0x01;
+        let jobs = [(form, input.as_slice()), (form, input.as_slice())];
+        // Round toward zero; precision exception unmasked.
+        for mxcsr in [0x1f80 | 0x6000, 0x1f80 & !0x1000] {
+            let old = set_mxcsr(mxcsr);
+            let ready = vertical::default_fp_env();
+            let results = FMA.private_op_batch(&jobs);
+            set_mxcsr(old);
+            assert!(!ready, "MXCSR {mxcsr:#x} taken for the default");
+            assert!(
+                results.iter().all(|(sig, ok)| !ok && sig.is_empty()),
+                "MXCSR {mxcsr:#x}: a result was released"
+            );
+        }
+        assert!(vertical::default_fp_env());
+        let results = FMA.private_op_batch(&jobs);
+        assert!(results.iter().all(|(sig, ok)| *ok && sig.len() == 128));
+    }
 
     #[test]
     fn kernel_gives_the_known_answers() {

@@ -81,8 +81,8 @@ pub const REGISTRY: &[&dyn Family] = &[
     #[cfg(target_arch = "x86_64")]
     &ifma::Ifma,
     // Before mulx: two signatures per call; where that does not pay (a lone request)
-    // `FILL_POLICY` sends the batch to mulx. fma before avx2: the same four lanes, 1.07x
-    // (RSA-1024) to 1.36x (RSA-4096) as fast on the Intel Xeon of docs/performance.md.
+    // `FILL_POLICY` sends the batch to mulx. fma before avx2: the same four lanes, 1.22x
+    // (RSA-1024) to 1.52x (RSA-4096) as fast on the Intel Xeon of docs/performance.md.
     #[cfg(target_arch = "x86_64")]
     &fma::FMA,
     #[cfg(target_arch = "x86_64")]
@@ -257,9 +257,9 @@ pub struct FillRule {
 ///
 /// fma (the same four lanes, 51-bit limbs): a lone request costs what a full call costs, as
 /// on avx2. On the Intel Xeon (model 167, `benches/rsa_stages.rs`, 2026-12-05) a full call
-/// signs 14,776 / 3,007 / 997 / 456 per second per core at RSA-1024 / 2048 / 3072 / 4096, so
-/// a lone one half that (7,388 / 1,504 / 499 / 228), behind mulx on one core (about 10,300 /
-/// 1,780 / 600 / 265): lone requests go to mulx, full batches stay.
+/// signs 16,957 / 3,103 / 1,051 / 472 per second per core at RSA-1024 / 2048 / 3072 / 4096,
+/// so a lone one half that (8,479 / 1,552 / 526 / 236), behind mulx on one core (about
+/// 10,300 / 1,780 / 600 / 265): lone requests go to mulx, full batches stay.
 pub const FILL_POLICY: &[FillRule] = &[
     FillRule {
         family: "fma",

@@ -312,9 +312,42 @@ pub fn verify_batch_vector<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])], sigs: &[Zeroi
         .collect()
 }
 
-/// The CRT layer's tests, run for each kernel (`avx2::tests`, `fma::tests`).
+/// The CRT layer's tests, run for each kernel by `four_lane_tests!` (`avx2::tests`,
+/// `fma::tests`).
 #[cfg(test)]
 pub(crate) mod tests {
+    /// The tests every four-lane kernel runs: its known answers, signatures against the
+    /// reference at every size and batch width, the keys it refuses, exponent edge cases.
+    macro_rules! four_lane_tests {
+        ($k:ty) => {
+            #[test]
+            fn kernel_gives_the_known_answers() {
+                use $crate::engine::kernel::avx2::{crt::Lanes, kat};
+                if !<$k>::available() {
+                    eprintln!("this CPU does not run the {} kernel", <$k>::NAME);
+                    return;
+                }
+                assert_eq!(kat::digests::<$k>(), <$k>::KAT_DIGESTS.to_vec());
+            }
+
+            #[test]
+            fn kernel_matches_reference_for_every_size_and_batch_width() {
+                $crate::engine::kernel::avx2::crt::tests::kernel_matches_reference_for_every_size_and_batch_width::<$k>();
+            }
+
+            #[test]
+            fn keys_it_cannot_take_are_refused() {
+                $crate::engine::kernel::avx2::crt::tests::keys_it_cannot_take_are_refused::<$k>();
+            }
+
+            #[test]
+            fn exponent_edge_cases() {
+                $crate::engine::kernel::avx2::crt::tests::exponent_edge_cases::<$k>();
+            }
+        };
+    }
+    pub(crate) use four_lane_tests;
+
     use super::*;
     use crate::engine::PreparedKey;
 

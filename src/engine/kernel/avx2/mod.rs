@@ -6,6 +6,7 @@
 //! (`../fma`) is the same family over a floating-point kernel.
 
 pub mod crt;
+pub mod exp;
 pub mod kat;
 pub mod limbs;
 pub mod vertical;
@@ -159,29 +160,5 @@ fn own<'a, K: Lanes>(jobs: &[(&'a KeyForm, &'a [u8])]) -> Option<Vec<(&'a CrtKey
 
 #[cfg(test)]
 mod tests {
-    use super::{crt, kat, Int28, Lanes};
-
-    #[test]
-    fn kernel_gives_the_known_answers() {
-        if !Int28::available() {
-            eprintln!("no AVX2 on this CPU");
-            return;
-        }
-        assert_eq!(kat::digests::<Int28>(), Int28::KAT_DIGESTS.to_vec());
-    }
-
-    #[test]
-    fn kernel_matches_reference_for_every_size_and_batch_width() {
-        crt::tests::kernel_matches_reference_for_every_size_and_batch_width::<Int28>();
-    }
-
-    #[test]
-    fn keys_it_cannot_take_are_refused() {
-        crt::tests::keys_it_cannot_take_are_refused::<Int28>();
-    }
-
-    #[test]
-    fn exponent_edge_cases() {
-        crt::tests::exponent_edge_cases::<Int28>();
-    }
+    super::crt::tests::four_lane_tests!(super::Int28);
 }

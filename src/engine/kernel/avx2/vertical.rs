@@ -13,9 +13,9 @@
 //! every lane chosen by a masked scan of the whole table (`vpcmpeqq` + and/or), conditional
 //! subtractions by borrow masks; no branch or address depends on a limb or an exponent bit.
 
+use super::exp::{self, per_lane, Arith};
 use super::limbs::mask;
 use std::arch::x86_64::*;
-use zeroize::Zeroize;
 
 /// Lanes per vector: CRT halves, so two signatures per call.
 pub const LANES: usize = 4;
@@ -56,7 +56,7 @@ pub struct PublicLane<'a> {
 pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
     assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    let out = unsafe { modexp_avx2::<L, W>(lanes, exp_bits) };
+    let out = unsafe { exp::modexp::<Int<W>, L>(lanes, exp_bits) };
     out[..lanes.len()].to_vec()
 }
 
@@ -64,7 +64,7 @@ pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize
 pub fn powmod_public<const L: usize, const W: i32>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
     assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    let out = unsafe { powmod_public_avx2::<L, W>(lanes) };
+    let out = unsafe { exp::powmod_public::<Int<W>, L>(lanes) };
     out[..lanes.len()].to_vec()
 }
 
@@ -84,11 +84,6 @@ fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64
         *o = gather::<L>(lanes, &|k| limbs(k).get(j).copied().unwrap_or(0));
     }
     out
-}
-
-#[target_feature(enable = "avx2")]
-fn scalar_per_lane(lanes: usize, get: &dyn Fn(usize) -> u64) -> V {
-    gather::<1>(lanes, get)
 }
 
 #[target_feature(enable = "avx2")]
@@ -154,31 +149,8 @@ fn normalize<const L: usize, const W: i32>(cols: &[V]) -> [V; L] {
     out
 }
 
-/// The working memory of `amm` and `ams`: the accumulator columns and the doubled operand.
-/// One per exponentiation, zeroized once at its end (zeroizing it in every operation cost
-/// 10-15% of the operation: its stores are volatile). The columns are never cleared between
-/// operations either: every operation assigns a column before it first adds to it.
-pub struct Scratch<const L: usize> {
-    cols: [[V; L]; 2],
-    a2: [V; L],
-}
-
-impl<const L: usize> Scratch<L> {
-    #[target_feature(enable = "avx2")]
-    fn new() -> Self {
-        Scratch {
-            cols: [[_mm256_setzero_si256(); L]; 2],
-            a2: [_mm256_setzero_si256(); L],
-        }
-    }
-}
-
-impl<const L: usize> Drop for Scratch<L> {
-    fn drop(&mut self) {
-        self.cols.zeroize();
-        self.a2.zeroize();
-    }
-}
+/// The working memory of `amm` and `ams` (`exp::Scratch`): 64-bit columns and operand.
+pub type Scratch<const L: usize> = exp::Scratch<V, V, L>;
 
 /// q for the column `t` (complete up to its reduction term): −t·m⁻¹ mod 2^w.
 #[target_feature(enable = "avx2")]
@@ -458,100 +430,11 @@ fn csub<const L: usize, const W: i32>(x: &[V; L], m: &[V; L]) -> [V; L] {
     y
 }
 
-/// The window table of `modexp`, two limbs to a 64-bit lane (limb 2j in the low half, limb
-/// 2j+1 in the high half; table entries are normalised, so limbs are below 2^w ≤ 2^32). At
-/// RSA-2048, 32 entries of 37 ymm were 38 KB, more than a Zen 3's 32 KB L1 data cache, and the
-/// scan of the whole table at every window 10% of the exponentiation; packed, the table fits
-/// and the scan makes half the loads. Zeroized on drop.
-struct Table<const L: usize> {
-    v: Vec<V>,
-}
-
-impl<const L: usize> Table<L> {
-    /// Vectors per entry.
-    const PER: usize = L.div_ceil(2);
-
-    #[target_feature(enable = "avx2")]
-    fn new() -> Self {
-        Table {
-            v: vec![_mm256_setzero_si256(); Self::PER << WINDOW],
-        }
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn put(&mut self, t: usize, x: &[V; L]) {
-        let e = &mut self.v[t * Self::PER..][..Self::PER];
-        for (j, e) in e.iter_mut().enumerate() {
-            let hi = if 2 * j + 1 < L {
-                x[2 * j + 1]
-            } else {
-                _mm256_setzero_si256()
-            };
-            *e = _mm256_or_si256(x[2 * j], _mm256_slli_epi64::<32>(hi));
-        }
-    }
-
-    /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of up
-    /// to 8 vectors held in registers through the scan.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn select(&self, idx: V) -> [V; L] {
-        let mut out = [_mm256_setzero_si256(); L];
-        let mut g = 0;
-        while g < Self::PER {
-            match Self::PER - g {
-                1 => self.scan::<1>(g, idx, &mut out),
-                2 => self.scan::<2>(g, idx, &mut out),
-                3 => self.scan::<3>(g, idx, &mut out),
-                4 => self.scan::<4>(g, idx, &mut out),
-                5 => self.scan::<5>(g, idx, &mut out),
-                6 => self.scan::<6>(g, idx, &mut out),
-                7 => self.scan::<7>(g, idx, &mut out),
-                _ => self.scan::<8>(g, idx, &mut out),
-            }
-            g += 8;
-        }
-        out
-    }
-
-    /// Packed vectors g..g+G of the selected entry, unpacked into limbs 2g..2g+2G of `out`.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn scan<const G: usize>(&self, g: usize, idx: V, out: &mut [V; L]) {
-        let mut r = [_mm256_setzero_si256(); G];
-        for t in 0..1 << WINDOW {
-            let hit = _mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64));
-            let e = &self.v[t * Self::PER + g..][..G];
-            for j in 0..G {
-                r[j] = _mm256_or_si256(r[j], _mm256_and_si256(e[j], hit));
-            }
-        }
-        let low = _mm256_set1_epi64x(0xffff_ffff);
-        for (j, r) in r.iter().enumerate() {
-            let k = 2 * (g + j);
-            out[k] = _mm256_and_si256(*r, low);
-            if k + 1 < L {
-                out[k + 1] = _mm256_srli_epi64::<32>(*r);
-            }
-        }
-    }
-}
-
-impl<const L: usize> Drop for Table<L> {
-    fn drop(&mut self) {
-        self.v.zeroize();
-    }
-}
-
-/// Bits pos..pos+WINDOW of a little-endian exponent (positions are public).
-fn window_bits(exp: &[u64], pos: usize) -> u64 {
-    let (k, r) = (pos / 64, pos % 64);
-    let mut v = exp.get(k).copied().unwrap_or(0) >> r;
-    if r + WINDOW > 64 {
-        v |= exp.get(k + 1).copied().unwrap_or(0) << (64 - r);
-    }
-    v & ((1 << WINDOW) - 1)
-}
+/// The window table (`exp::Table`), two limbs to a 64-bit lane: limbs are below 2^w ≤ 2^32.
+/// At RSA-2048, 32 entries of 37 ymm were 38 KB, more than a Zen 3's 32 KB L1 data cache, and
+/// the scan of the whole table at every window 10% of the exponentiation; packed, the table
+/// fits and the scan makes half the loads.
+pub type Table<const L: usize> = exp::Table<L, true>;
 
 #[target_feature(enable = "avx2")]
 fn one<const L: usize>() -> [V; L] {
@@ -560,145 +443,88 @@ fn one<const L: usize>() -> [V; L] {
     one
 }
 
-#[target_feature(enable = "avx2")]
-fn modexp_avx2<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> [[u64; L]; LANES] {
-    let mut s = Scratch::<L>::new();
-    let n = lanes.len();
-    let m = transpose::<L>(n, &|k| lanes[k].m);
-    let k0 = scalar_per_lane(n, &|k| lanes[k].k0);
-    let rr = transpose::<L>(n, &|k| lanes[k].rr);
-    let rrr = transpose::<L>(n, &|k| lanes[k].rrr);
-    let mut lo = transpose::<L>(n, &|k| lanes[k].lo);
-    let mut hi = transpose::<L>(n, &|k| lanes[k].hi);
-    let one = one::<L>();
-    // Montgomery form of the base: lo·R + hi·R² = base·R, each term below 2m; the sum once
-    // reduced by 2m is below 2m.
-    let m2 = add_norm::<L, W>(&m, &m);
-    let mut x = add_norm::<L, W>(
-        &amm::<L, W>(&lo, &rr, &m, k0, &mut s),
-        &amm::<L, W>(&hi, &rrr, &m, k0, &mut s),
-    );
-    x = csub::<L, W>(&x, &m2);
-    let mut table = Table::<L>::new();
-    let mut entry = amm::<L, W>(&rr, &one, &m, k0, &mut s);
-    table.put(0, &entry);
-    table.put(1, &x);
-    entry = x;
-    for t in 2..1 << WINDOW {
-        entry = amm::<L, W>(&entry, &x, &m, k0, &mut s);
-        table.put(t, &entry);
-    }
-    entry.zeroize();
-    let windows = exp_bits.div_ceil(WINDOW).max(1);
-    let index = |w: usize| scalar_per_lane(n, &|k| window_bits(lanes[k].exp, w * WINDOW));
-    let mut idx = index(windows - 1);
-    let mut acc = table.select(idx);
-    for w in (0..windows - 1).rev() {
-        for _ in 0..WINDOW {
-            acc = ams::<L, W>(&acc, &m, k0, &mut s);
-        }
-        idx = index(w);
-        let mut entry = table.select(idx);
-        acc = amm::<L, W>(&acc, &entry, &m, k0, &mut s);
-        entry.zeroize();
-    }
-    // Out of Montgomery form: at most m, and m only for a multiple of m.
-    let mut r = amm::<L, W>(&acc, &one, &m, k0, &mut s);
-    let mut reduced = csub::<L, W>(&r, &m);
-    let out = untranspose::<L>(&reduced);
-    for v in [&mut x, &mut acc, &mut r, &mut reduced, &mut lo, &mut hi] {
-        v.zeroize();
-    }
-    idx.zeroize();
-    drop(table);
-    out
-}
+/// This kernel as `exp::Arith`: radix 2^W integers.
+pub struct Int<const W: i32>;
 
-#[target_feature(enable = "avx2")]
-fn powmod_public_avx2<const L: usize, const W: i32>(lanes: &[PublicLane]) -> [[u64; L]; LANES] {
-    let mut s = Scratch::<L>::new();
-    let count = lanes.len();
-    let n = transpose::<L>(count, &|k| lanes[k].n);
-    let k0 = scalar_per_lane(count, &|k| lanes[k].k0);
-    let rr = transpose::<L>(count, &|k| lanes[k].rr);
-    let base = transpose::<L>(count, &|k| lanes[k].base);
-    let one = one::<L>();
-    let x = amm::<L, W>(&base, &rr, &n, k0, &mut s);
-    let mut acc = amm::<L, W>(&rr, &one, &n, k0, &mut s);
-    // Public exponents: the longest sets the count; a lane takes the product where its bit is set.
-    let bits = 64 - lanes.iter().map(|l| l.e).max().unwrap_or(0).leading_zeros() as usize;
-    for b in (0..bits).rev() {
-        acc = ams::<L, W>(&acc, &n, k0, &mut s);
-        // The exponents are public: where no lane has the bit (65537's fifteen zeros), the
-        // product is skipped; where some lanes have it, they take it under a mask.
-        let set = lanes.iter().filter(|l| (l.e >> b) & 1 == 1).count();
-        if set == 0 {
-            continue;
-        }
-        let t = amm::<L, W>(&acc, &x, &n, k0, &mut s);
-        if set == lanes.len() {
-            acc = t;
-            continue;
-        }
-        let take = _mm256_sub_epi64(
-            _mm256_setzero_si256(),
-            scalar_per_lane(count, &|k| (lanes[k].e >> b) & 1),
-        );
+impl<const L: usize, const W: i32> Arith<L> for Int<W> {
+    type Num = [V; L];
+    type K0 = V;
+    type Scratch = Scratch<L>;
+    type Table = Table<L>;
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn load<'a>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [V; L] {
+        transpose::<L>(lanes, limbs)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn k0(lanes: usize, get: &dyn Fn(usize) -> u64) -> V {
+        per_lane(lanes, get)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn store(x: &[V; L]) -> [[u64; L]; LANES] {
+        untranspose::<L>(x)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn one() -> [V; L] {
+        one::<L>()
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn scratch() -> Scratch<L> {
+        Scratch::new(_mm256_setzero_si256(), _mm256_setzero_si256())
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn amm(a: &mut [V; L], b: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) {
+        *a = amm::<L, W>(a, b, m, k0, s);
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn ams(a: &mut [V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) {
+        *a = ams::<L, W>(a, m, k0, s);
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn add_norm(x: &[V; L], y: &[V; L]) -> [V; L] {
+        add_norm::<L, W>(x, y)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn csub(x: &[V; L], m: &[V; L]) -> [V; L] {
+        csub::<L, W>(x, m)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn table() -> Table<L> {
+        Table::new()
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn put(t: &mut Table<L>, entry: usize, x: &[V; L]) {
+        t.put(entry, x)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn select(t: &Table<L>, idx: V) -> [V; L] {
+        t.select(idx)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn take(acc: &mut [V; L], t: &[V; L], take: V) {
         for j in 0..L {
             acc[j] = _mm256_or_si256(_mm256_and_si256(take, t[j]), _mm256_andnot_si256(take, acc[j]));
         }
     }
-    let r = amm::<L, W>(&acc, &one, &n, k0, &mut s);
-    untranspose::<L>(&csub::<L, W>(&r, &n))
 }
 
 /// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
-/// L limbs (the minimum over `reps` timed runs of 64 operations each), on a made-up modulus.
+/// L limbs (`exp::op_cycles`).
 #[doc(hidden)]
 pub fn op_cycles<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
     assert!(available());
     // SAFETY: the CPU has AVX2 (asserted above).
-    unsafe { op_cycles_avx2::<L, W>(reps) }
-}
-
-#[target_feature(enable = "avx2")]
-fn op_cycles_avx2<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
-    let mut s = Scratch::<L>::new();
-    let mut mm = [0u64; L];
-    for (j, v) in mm.iter_mut().enumerate() {
-        *v = (0x0bad_cafe_u64.wrapping_mul(j as u64 + 7) ^ 0x5a5a_5a5a) & mask(W as u32);
-    }
-    mm[0] |= 1;
-    mm[L - 1] = (1 << (W - 3)) | 1;
-    let m = transpose::<L>(1, &|_| &mm[..]);
-    let k0 = scalar_per_lane(1, &|_| super::limbs::mont_k0(mm[0], W as u32));
-    let mut x = m;
-    x[0] = _mm256_set1_epi64x(12345);
-    let mut table = Table::<L>::new();
-    for t in 0..1 << WINDOW {
-        table.put(t, &x);
-    }
-    let time = |f: &mut dyn FnMut()| {
-        let mut best = u64::MAX;
-        for _ in 0..reps {
-            // SAFETY: rdtsc has no preconditions.
-            let t = unsafe { _rdtsc() };
-            for _ in 0..64 {
-                f();
-            }
-            // SAFETY: as above.
-            best = best.min((unsafe { _rdtsc() } - t) / 64);
-        }
-        best
-    };
-    let mut y = x;
-    let a = time(&mut || y = amm::<L, W>(&y, &x, &m, k0, &mut s));
-    let b = time(&mut || y = ams::<L, W>(&y, &m, k0, &mut s));
-    let mut idx = _mm256_set1_epi64x(3);
-    let c = time(&mut || {
-        let e = table.select(idx);
-        idx = _mm256_and_si256(_mm256_add_epi64(idx, e[0]), _mm256_set1_epi64x(31));
-    });
-    std::hint::black_box(y);
-    [a, b, c]
+    unsafe { exp::op_cycles::<Int<W>, L>(W as u32, reps) }
 }

@@ -101,9 +101,11 @@ impl Lanes for Fma51 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::avx2::{crt, kat};
+    use super::super::avx2::crt;
     use super::super::{Family, KeyForm};
     use super::{vertical, Fma51, Lanes, FMA};
+
+    crt::tests::four_lane_tests!(super::Fma51);
 
     /// Sets this thread's MXCSR, returning the old value.
     fn set_mxcsr(v: u32) -> u32 {
@@ -149,29 +151,5 @@ mod tests {
         assert!(vertical::default_fp_env());
         let results = FMA.private_op_batch(&jobs);
         assert!(results.iter().all(|(sig, ok)| *ok && sig.len() == 128));
-    }
-
-    #[test]
-    fn kernel_gives_the_known_answers() {
-        if !Fma51::available() {
-            eprintln!("no AVX2 and FMA on this CPU");
-            return;
-        }
-        assert_eq!(kat::digests::<Fma51>(), Fma51::KAT_DIGESTS.to_vec());
-    }
-
-    #[test]
-    fn kernel_matches_reference_for_every_size_and_batch_width() {
-        crt::tests::kernel_matches_reference_for_every_size_and_batch_width::<Fma51>();
-    }
-
-    #[test]
-    fn keys_it_cannot_take_are_refused() {
-        crt::tests::keys_it_cannot_take_are_refused::<Fma51>();
-    }
-
-    #[test]
-    fn exponent_edge_cases() {
-        crt::tests::exponent_edge_cases::<Fma51>();
     }
 }

@@ -36,6 +36,7 @@
 //! design (see its `vertical.rs`), in this arithmetic. No branch or address depends on a
 //! limb or an exponent bit.
 
+use crate::engine::kernel::avx2::exp::{self, per_lane, Arith};
 use crate::engine::kernel::avx2::vertical::{mul as mul32, LaneInput, PublicLane, LANES, WINDOW};
 use std::arch::x86_64::*;
 use zeroize::Zeroize;
@@ -88,7 +89,7 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64;
     assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY: the CPU has AVX2 and FMA (checked above), the only requirement of these
     // functions.
-    let out = unsafe { modexp_fma::<L>(lanes, exp_bits) };
+    let out = unsafe { exp::modexp::<Fma, L>(lanes, exp_bits) };
     out[..lanes.len()].to_vec()
 }
 
@@ -96,7 +97,7 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64;
 pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
     assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY: the CPU has AVX2 and FMA (checked above).
-    let out = unsafe { powmod_public_fma::<L>(lanes) };
+    let out = unsafe { exp::powmod_public::<Fma, L>(lanes) };
     out[..lanes.len()].to_vec()
 }
 
@@ -134,7 +135,7 @@ fn to_int(x: D) -> I {
 
 /// −m⁻¹ mod 2^51 per lane, in two parts for 32-bit multiplies: bits 0..32 and 32..51.
 #[derive(Clone, Copy)]
-struct K0 {
+pub struct K0 {
     lo: I,
     hi: I,
 }
@@ -230,30 +231,9 @@ impl<const L: usize> Corr<L> {
     const AMS: [u64; MAX_COLS] = corrections(L, true);
 }
 
-/// The working memory of `amm` and `ams`: the accumulator columns and the doubled operand,
-/// zeroized once per exponentiation (as in the avx2 kernel: every operation assigns a column
-/// before it first adds to it).
-struct Scratch<const L: usize> {
-    cols: [[I; L]; 2],
-    a2: [D; L],
-}
-
-impl<const L: usize> Scratch<L> {
-    #[target_feature(enable = "avx2,fma")]
-    fn new() -> Self {
-        Scratch {
-            cols: [[_mm256_setzero_si256(); L]; 2],
-            a2: [_mm256_setzero_pd(); L],
-        }
-    }
-}
-
-impl<const L: usize> Drop for Scratch<L> {
-    fn drop(&mut self) {
-        self.cols.zeroize();
-        self.a2.zeroize();
-    }
-}
+/// The working memory of `amm` and `ams` (`exp::Scratch`): integer columns, the doubled
+/// operand as doubles.
+pub type Scratch<const L: usize> = exp::Scratch<I, D, L>;
 
 /// Columns L..2L into normalised limbs (the value is below R: the final carry is the offset
 /// alone).
@@ -267,15 +247,6 @@ fn normalize<const L: usize>(cols: &[I], corr: &[u64], out: &mut [D; L]) {
         out[j] = to_f64(_mm256_and_si256(t, mask));
         c = _mm256_srli_epi64::<51>(t);
     }
-}
-
-/// a·b/R mod m as a new value (see `amm_assign`).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-fn amm<const L: usize>(a: &[D; L], b: &[D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) -> [D; L] {
-    let mut r = *a;
-    amm_assign::<L>(&mut r, b, m, k0, s);
-    r
 }
 
 /// Almost-Montgomery multiplication a = a·b/R mod m (below 2m for a, b below 2m), per lane,
@@ -528,8 +499,10 @@ fn csub<const L: usize>(x: &[D; L], m: &[D; L]) -> [D; L] {
     out
 }
 
-/// The window table of `modexp`: 32 entries of L vectors, zeroized on drop.
-struct Table<const L: usize> {
+/// The window table of the exponentiation: 32 entries of L vectors, zeroized on drop. Its own,
+/// not `exp::Table` (whose lanes are integers): going through integer vectors there cost the
+/// scan 1.8× (488 against 265 cycles at RSA-1024, `rsa_stages`).
+pub struct Table<const L: usize> {
     v: Vec<D>,
 }
 
@@ -546,7 +519,7 @@ impl<const L: usize> Table<L> {
     }
 
     /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of
-    /// up to 8 vectors held in registers through the scan.
+    /// up to 8 vectors held in registers through the scan (as `exp::Table::select`).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     fn select(&self, idx: I) -> [D; L] {
@@ -589,16 +562,6 @@ impl<const L: usize> Drop for Table<L> {
     }
 }
 
-/// Bits pos..pos+WINDOW of a little-endian exponent (positions are public).
-fn window_bits(exp: &[u64], pos: usize) -> u64 {
-    let (k, r) = (pos / 64, pos % 64);
-    let mut v = exp.get(k).copied().unwrap_or(0) >> r;
-    if r + WINDOW > 64 {
-        v |= exp.get(k + 1).copied().unwrap_or(0) << (64 - r);
-    }
-    v & ((1 << WINDOW) - 1)
-}
-
 /// Limb j of every lane into vector j, as doubles (limbs below 2^51: exact). Lanes past the
 /// end repeat lane 0.
 #[target_feature(enable = "avx2,fma")]
@@ -609,13 +572,6 @@ fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64
         *o = _mm256_set_pd(lane(3, j), lane(2, j), lane(1, j), lane(0, j));
     }
     out
-}
-
-/// One value per lane (lanes past the end repeat lane 0).
-#[target_feature(enable = "avx2,fma")]
-fn per_lane(lanes: usize, get: &dyn Fn(usize) -> u64) -> I {
-    let lane = |k: usize| get(if k < lanes { k } else { 0 }) as i64;
-    _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -640,148 +596,91 @@ fn one<const L: usize>() -> [D; L] {
     one
 }
 
-#[target_feature(enable = "avx2,fma")]
-fn modexp_fma<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> [[u64; L]; LANES] {
-    let mut s = Scratch::<L>::new();
-    let n = lanes.len();
-    let m = transpose::<L>(n, &|k| lanes[k].m);
-    let k0 = k0_of(per_lane(n, &|k| lanes[k].k0));
-    let rr = transpose::<L>(n, &|k| lanes[k].rr);
-    let rrr = transpose::<L>(n, &|k| lanes[k].rrr);
-    let mut lo = transpose::<L>(n, &|k| lanes[k].lo);
-    let mut hi = transpose::<L>(n, &|k| lanes[k].hi);
-    let one = one::<L>();
-    // Montgomery form of the base: lo·R + hi·R² = base·R, each term below 2m; the sum once
-    // reduced by 2m is below 2m.
-    let m2 = add_norm::<L>(&m, &m);
-    let mut x = add_norm::<L>(
-        &amm::<L>(&lo, &rr, &m, k0, &mut s),
-        &amm::<L>(&hi, &rrr, &m, k0, &mut s),
-    );
-    x = csub::<L>(&x, &m2);
-    let mut table = Table::<L>::new();
-    let mut entry = amm::<L>(&rr, &one, &m, k0, &mut s);
-    table.put(0, &entry);
-    table.put(1, &x);
-    entry = x;
-    for t in 2..1 << WINDOW {
-        amm_assign::<L>(&mut entry, &x, &m, k0, &mut s);
-        table.put(t, &entry);
-    }
-    entry.zeroize();
-    let windows = exp_bits.div_ceil(WINDOW).max(1);
-    let index = |w: usize| per_lane(n, &|k| window_bits(lanes[k].exp, w * WINDOW));
-    let mut idx = index(windows - 1);
-    let mut acc = table.select(idx);
-    for w in (0..windows - 1).rev() {
-        for _ in 0..WINDOW {
-            ams_assign::<L>(&mut acc, &m, k0, &mut s);
-        }
-        idx = index(w);
-        let mut entry = table.select(idx);
-        amm_assign::<L>(&mut acc, &entry, &m, k0, &mut s);
-        entry.zeroize();
-    }
-    // Out of Montgomery form: at most m, and m only for a multiple of m.
-    let mut r = amm::<L>(&acc, &one, &m, k0, &mut s);
-    let mut reduced = csub::<L>(&r, &m);
-    let out = untranspose::<L>(&reduced);
-    for v in [&mut x, &mut acc, &mut r, &mut reduced, &mut lo, &mut hi] {
-        v.zeroize();
-    }
-    idx.zeroize();
-    drop(table);
-    out
-}
+/// This kernel as `exp::Arith`.
+pub struct Fma;
 
-#[target_feature(enable = "avx2,fma")]
-fn powmod_public_fma<const L: usize>(lanes: &[PublicLane]) -> [[u64; L]; LANES] {
-    let mut s = Scratch::<L>::new();
-    let count = lanes.len();
-    let n = transpose::<L>(count, &|k| lanes[k].n);
-    let k0 = k0_of(per_lane(count, &|k| lanes[k].k0));
-    let rr = transpose::<L>(count, &|k| lanes[k].rr);
-    let base = transpose::<L>(count, &|k| lanes[k].base);
-    let one = one::<L>();
-    let x = amm::<L>(&base, &rr, &n, k0, &mut s);
-    let mut acc = amm::<L>(&rr, &one, &n, k0, &mut s);
-    // Public exponents: the longest sets the count; a lane takes the product where its bit is
-    // set (and where no lane has the bit, the product is skipped).
-    let bits = 64 - lanes.iter().map(|l| l.e).max().unwrap_or(0).leading_zeros() as usize;
-    for b in (0..bits).rev() {
-        ams_assign::<L>(&mut acc, &n, k0, &mut s);
-        let set = lanes.iter().filter(|l| (l.e >> b) & 1 == 1).count();
-        if set == 0 {
-            continue;
-        }
-        let t = amm::<L>(&acc, &x, &n, k0, &mut s);
-        if set == lanes.len() {
-            acc = t;
-            continue;
-        }
-        let take = _mm256_castsi256_pd(_mm256_sub_epi64(
-            _mm256_setzero_si256(),
-            per_lane(count, &|k| (lanes[k].e >> b) & 1),
-        ));
+impl<const L: usize> Arith<L> for Fma {
+    type Num = [D; L];
+    type K0 = K0;
+    type Scratch = Scratch<L>;
+    type Table = Table<L>;
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load<'a>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [D; L] {
+        transpose::<L>(lanes, limbs)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn k0(lanes: usize, get: &dyn Fn(usize) -> u64) -> K0 {
+        k0_of(per_lane(lanes, get))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn store(x: &[D; L]) -> [[u64; L]; LANES] {
+        untranspose::<L>(x)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn one() -> [D; L] {
+        one::<L>()
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn scratch() -> Scratch<L> {
+        Scratch::new(_mm256_setzero_si256(), _mm256_setzero_pd())
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn amm(a: &mut [D; L], b: &[D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) {
+        amm_assign::<L>(a, b, m, k0, s)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn ams(a: &mut [D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) {
+        ams_assign::<L>(a, m, k0, s)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn add_norm(x: &[D; L], y: &[D; L]) -> [D; L] {
+        add_norm::<L>(x, y)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn csub(x: &[D; L], m: &[D; L]) -> [D; L] {
+        csub::<L>(x, m)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn table() -> Table<L> {
+        Table::new()
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn put(t: &mut Table<L>, entry: usize, x: &[D; L]) {
+        t.put(entry, x)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn select(t: &Table<L>, idx: I) -> [D; L] {
+        t.select(idx)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn take(acc: &mut [D; L], t: &[D; L], take: I) {
+        let take = _mm256_castsi256_pd(take);
         for j in 0..L {
             acc[j] = _mm256_blendv_pd(acc[j], t[j], take);
         }
     }
-    let r = amm::<L>(&acc, &one, &n, k0, &mut s);
-    untranspose::<L>(&csub::<L>(&r, &n))
 }
 
 /// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
-/// L limbs (the minimum over `reps` timed runs of 64 operations each), on a made-up modulus.
+/// L limbs (`exp::op_cycles`).
 #[doc(hidden)]
 pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 3] {
     assert!(available());
     // SAFETY: the CPU has AVX2 and FMA (asserted above).
-    unsafe { op_cycles_fma::<L>(reps) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-fn op_cycles_fma<const L: usize>(reps: usize) -> [u64; 3] {
-    let mut s = Scratch::<L>::new();
-    let mut mm = [0u64; L];
-    for (j, v) in mm.iter_mut().enumerate() {
-        *v = (0x0bad_cafe_1234_5678_u64.wrapping_mul(j as u64 + 7) ^ 0x5a5a_5a5a) & MASK;
-    }
-    mm[0] |= 1;
-    mm[L - 1] = (1 << (W - 3)) | 1;
-    let m = transpose::<L>(1, &|_| &mm[..]);
-    let k0 = k0_of(per_lane(1, &|_| {
-        crate::engine::kernel::avx2::limbs::mont_k0(mm[0], W)
-    }));
-    let mut x = m;
-    x[0] = _mm256_set1_pd(12345.0);
-    let mut table = Table::<L>::new();
-    for t in 0..1 << WINDOW {
-        table.put(t, &x);
-    }
-    let time = |f: &mut dyn FnMut()| {
-        let mut best = u64::MAX;
-        for _ in 0..reps {
-            // SAFETY: rdtsc has no preconditions.
-            let t = unsafe { _rdtsc() };
-            for _ in 0..64 {
-                f();
-            }
-            // SAFETY: as above.
-            best = best.min((unsafe { _rdtsc() } - t) / 64);
-        }
-        best
-    };
-    let mut y = x;
-    let a = time(&mut || amm_assign::<L>(&mut y, &x, &m, k0, &mut s));
-    let b = time(&mut || ams_assign::<L>(&mut y, &m, k0, &mut s));
-    let mut idx = _mm256_set1_epi64x(3);
-    let c = time(&mut || {
-        let e = table.select(idx);
-        idx = _mm256_and_si256(_mm256_add_epi64(idx, to_int(e[0])), _mm256_set1_epi64x(31));
-    });
-    std::hint::black_box(y);
-    [a, b, c]
+    unsafe { exp::op_cycles::<Fma, L>(W, reps) }
 }
 
 #[cfg(test)]
@@ -846,13 +745,15 @@ mod tests {
 
     #[target_feature(enable = "avx2,fma")]
     fn check_lanes<const L: usize>(lanes: &[(Vec<u64>, Vec<u64>, Vec<u64>)]) {
-        let mut s = Scratch::<L>::new();
+        let mut s = Scratch::<L>::new(_mm256_setzero_si256(), _mm256_setzero_pd());
         let a = transpose::<L>(4, &|k| &lanes[k].0);
         let b = transpose::<L>(4, &|k| &lanes[k].1);
         let m = transpose::<L>(4, &|k| &lanes[k].2);
         let k0s: Vec<u64> = lanes.iter().map(|l| limbs::mont_k0(l.2[0], W)).collect();
         let k0 = k0_of(per_lane(4, &|k| k0s[k]));
-        let prod = untranspose::<L>(&amm::<L>(&a, &b, &m, k0, &mut s));
+        let mut prod = a;
+        amm_assign::<L>(&mut prod, &b, &m, k0, &mut s);
+        let prod = untranspose::<L>(&prod);
         let mut sq = a;
         ams_assign::<L>(&mut sq, &m, k0, &mut s);
         let sq = untranspose::<L>(&sq);

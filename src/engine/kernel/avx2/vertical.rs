@@ -16,6 +16,7 @@
 use super::exp::{self, per_lane, Arith};
 use super::limbs::mask;
 use std::arch::x86_64::*;
+use zeroize::Zeroize;
 
 /// Lanes per vector: CRT halves, so two signatures per call.
 pub const LANES: usize = 4;
@@ -430,11 +431,90 @@ fn csub<const L: usize, const W: i32>(x: &[V; L], m: &[V; L]) -> [V; L] {
     y
 }
 
-/// The window table (`exp::Table`), two limbs to a 64-bit lane: limbs are below 2^w ≤ 2^32.
-/// At RSA-2048, 32 entries of 37 ymm were 38 KB, more than a Zen 3's 32 KB L1 data cache, and
-/// the scan of the whole table at every window 10% of the exponentiation; packed, the table
-/// fits and the scan makes half the loads.
-pub type Table<const L: usize> = exp::Table<L, true>;
+/// The window table of `modexp`, two limbs to a 64-bit lane (limb 2j in the low half, limb
+/// 2j+1 in the high half; table entries are normalised, so limbs are below 2^w ≤ 2^32). At
+/// RSA-2048, 32 entries of 37 ymm were 38 KB, more than a Zen 3's 32 KB L1 data cache, and the
+/// scan of the whole table at every window 10% of the exponentiation; packed, the table fits
+/// and the scan makes half the loads. Zeroized on drop.
+pub struct Table<const L: usize> {
+    v: Vec<V>,
+}
+
+impl<const L: usize> Table<L> {
+    /// Vectors per entry.
+    const PER: usize = L.div_ceil(2);
+
+    #[target_feature(enable = "avx2")]
+    fn new() -> Self {
+        Table {
+            v: vec![_mm256_setzero_si256(); Self::PER << WINDOW],
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn put(&mut self, t: usize, x: &[V; L]) {
+        let e = &mut self.v[t * Self::PER..][..Self::PER];
+        for (j, e) in e.iter_mut().enumerate() {
+            let hi = if 2 * j + 1 < L {
+                x[2 * j + 1]
+            } else {
+                _mm256_setzero_si256()
+            };
+            *e = _mm256_or_si256(x[2 * j], _mm256_slli_epi64::<32>(hi));
+        }
+    }
+
+    /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of up
+    /// to 8 vectors held in registers through the scan.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn select(&self, idx: V) -> [V; L] {
+        let mut out = [_mm256_setzero_si256(); L];
+        let mut g = 0;
+        while g < Self::PER {
+            match Self::PER - g {
+                1 => self.scan::<1>(g, idx, &mut out),
+                2 => self.scan::<2>(g, idx, &mut out),
+                3 => self.scan::<3>(g, idx, &mut out),
+                4 => self.scan::<4>(g, idx, &mut out),
+                5 => self.scan::<5>(g, idx, &mut out),
+                6 => self.scan::<6>(g, idx, &mut out),
+                7 => self.scan::<7>(g, idx, &mut out),
+                _ => self.scan::<8>(g, idx, &mut out),
+            }
+            g += 8;
+        }
+        out
+    }
+
+    /// Packed vectors g..g+G of the selected entry, unpacked into limbs 2g..2g+2G of `out`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn scan<const G: usize>(&self, g: usize, idx: V, out: &mut [V; L]) {
+        let mut r = [_mm256_setzero_si256(); G];
+        for t in 0..1 << WINDOW {
+            let hit = _mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64));
+            let e = &self.v[t * Self::PER + g..][..G];
+            for j in 0..G {
+                r[j] = _mm256_or_si256(r[j], _mm256_and_si256(e[j], hit));
+            }
+        }
+        let low = _mm256_set1_epi64x(0xffff_ffff);
+        for (j, r) in r.iter().enumerate() {
+            let k = 2 * (g + j);
+            out[k] = _mm256_and_si256(*r, low);
+            if k + 1 < L {
+                out[k + 1] = _mm256_srli_epi64::<32>(*r);
+            }
+        }
+    }
+}
+
+impl<const L: usize> Drop for Table<L> {
+    fn drop(&mut self) {
+        self.v.zeroize();
+    }
+}
 
 #[target_feature(enable = "avx2")]
 fn one<const L: usize>() -> [V; L] {

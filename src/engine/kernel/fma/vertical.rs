@@ -500,8 +500,8 @@ fn csub<const L: usize>(x: &[D; L], m: &[D; L]) -> [D; L] {
 }
 
 /// The window table of the exponentiation: 32 entries of L vectors, zeroized on drop. Its own,
-/// not `exp::Table` (whose lanes are integers): going through integer vectors there cost the
-/// scan 1.8× (488 against 265 cycles at RSA-1024, `rsa_stages`).
+/// not the avx2 kernel's (which packs two limbs below 2^32 to a lane): a table shared through
+/// integer vectors cost this scan 1.8× (488 against 265 cycles at RSA-1024, `rsa_stages`).
 pub struct Table<const L: usize> {
     v: Vec<D>,
 }
@@ -519,7 +519,7 @@ impl<const L: usize> Table<L> {
     }
 
     /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of
-    /// up to 8 vectors held in registers through the scan (as `exp::Table::select`).
+    /// up to 8 vectors held in registers through the scan (as the avx2 kernel's).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     fn select(&self, idx: I) -> [D; L] {

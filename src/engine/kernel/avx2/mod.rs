@@ -1,7 +1,8 @@
 //! The AVX2 family, for x86-64 CPUs without AVX-512 IFMA: radix-2^28 multi-buffer
 //! exponentiation on four 64-bit lanes (`vertical.rs`; two signatures per call, their CRT
-//! halves as lanes), CRT, Garner and the public-key check in kernel form (`crt.rs`), scalar
-//! radix-2^w helpers (`limbs.rs`) and the known-answer test (`kat.rs`). This file is its side
+//! halves as lanes), the exponentiations over any four-lane arithmetic (`exp.rs`), CRT, Garner
+//! and the public-key check in kernel form (`crt.rs`), scalar radix-2^w helpers (`limbs.rs`)
+//! and the known-answer test (`kat.rs`). This file is its side
 //! of the seam, and `FourLanes`, the family over any four-lane kernel: the fma family
 //! (`../fma`) is the same family over a floating-point kernel.
 

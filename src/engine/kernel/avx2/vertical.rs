@@ -9,9 +9,11 @@
 //! product row and the reduction row of each limb in one pass; the squaring (`ams`) computes
 //! each cross product once (doubled operand) and runs the reduction in the same pass.
 //!
-//! Constant time: fixed 5-bit windows over the public exponent length, the table entry of
-//! every lane chosen by a masked scan of the whole table (`vpcmpeqq` + and/or), conditional
-//! subtractions by borrow masks; no branch or address depends on a limb or an exponent bit.
+//! Constant time: fixed 5-bit windows over the public exponent length (`exp.rs`, the
+//! exponentiation both four-lane kernels share through `exp::Arith`, implemented here by
+//! `Int`), the table entry of every lane chosen by a masked scan of the whole table
+//! (`vpcmpeqq` + and/or), conditional subtractions by borrow masks; no branch or address
+//! depends on a limb or an exponent bit.
 
 use super::exp::{self, per_lane, Arith};
 use super::limbs::mask;

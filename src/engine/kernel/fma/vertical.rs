@@ -33,8 +33,9 @@
 //! Almost-Montgomery arithmetic with R = 2^(51·L) ≥ 4m, operands below 2m, two rows of the
 //! product and of the reduction per pass, the squaring with each cross product once (doubled
 //! operand), fixed 5-bit windows with a masked scan of the whole table: the avx2 kernel's
-//! design (see its `vertical.rs`), in this arithmetic. No branch or address depends on a
-//! limb or an exponent bit.
+//! design (see its `vertical.rs`), in this arithmetic; the exponentiation itself is the one
+//! both kernels share (`avx2/exp.rs`, through `Fma`'s `exp::Arith`). No branch or address
+//! depends on a limb or an exponent bit.
 
 use crate::engine::kernel::avx2::exp::{self, per_lane, Arith};
 use crate::engine::kernel::avx2::vertical::{mul as mul32, LaneInput, PublicLane, LANES, WINDOW};

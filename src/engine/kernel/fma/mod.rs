@@ -123,7 +123,8 @@ mod tests {
     /// A calling thread that changed the floating-point environment (here: rounding toward
     /// zero, or the inexact exception unmasked, which would trap in the kernel) gets no result
     /// from this family, unverified results the engine recomputes on the reference, never a
-    /// wrong signature or a trap; in the default environment the same call signs.
+    /// wrong signature or a trap, and its known-answer test fails instead of running (the
+    /// family then stays off); in the default environment the same calls sign and pass.
     #[test]
     fn a_changed_floating_point_environment_is_refused_not_miscomputed() {
         if !Fma51::available() {
@@ -141,8 +142,10 @@ mod tests {
             let old = set_mxcsr(mxcsr);
             let ready = vertical::default_fp_env();
             let results = FMA.private_op_batch(&jobs);
+            let kat = FMA.known_answer_test();
             set_mxcsr(old);
             assert!(!ready, "MXCSR {mxcsr:#x} taken for the default");
+            assert!(!kat, "MXCSR {mxcsr:#x}: the known-answer test ran");
             assert!(
                 results.iter().all(|(sig, ok)| !ok && sig.is_empty()),
                 "MXCSR {mxcsr:#x}: a result was released"
@@ -151,5 +154,6 @@ mod tests {
         assert!(vertical::default_fp_env());
         let results = FMA.private_op_batch(&jobs);
         assert!(results.iter().all(|(sig, ok)| *ok && sig.len() == 128));
+        assert!(FMA.known_answer_test());
     }
 }

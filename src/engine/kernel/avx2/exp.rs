@@ -80,6 +80,43 @@ pub(crate) fn per_lane(lanes: usize, get: &dyn Fn(usize) -> u64) -> __m256i {
     _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
 }
 
+/// Limb j of every lane into vector j, as 64-bit integers (lanes past `lanes` repeat lane 0;
+/// limbs past a lane's end are 0).
+#[target_feature(enable = "avx2")]
+pub(crate) fn transpose<'a, const L: usize>(
+    lanes: usize,
+    limbs: &dyn Fn(usize) -> &'a [u64],
+) -> [__m256i; L] {
+    let mut out = [_mm256_setzero_si256(); L];
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = per_lane(lanes, &|k| limbs(k).get(j).copied().unwrap_or(0));
+    }
+    out
+}
+
+/// Every lane's limbs from integer vectors (the inverse of `transpose`).
+#[target_feature(enable = "avx2")]
+pub(crate) fn untranspose<const L: usize>(x: &[__m256i; L]) -> [[u64; L]; LANES] {
+    let mut out = [[0u64; L]; LANES];
+    for (j, v) in x.iter().enumerate() {
+        // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid
+        // for both.
+        let limbs: [u64; 4] = unsafe { std::mem::transmute::<__m256i, [u64; 4]>(*v) };
+        for (k, o) in out.iter_mut().enumerate() {
+            o[j] = limbs[k];
+        }
+    }
+    out
+}
+
+/// The lanes in use (the first `lanes`) of a result, the whole array wiped: the private
+/// exponentiation's are the CRT halves of signatures.
+fn used_lanes<const L: usize>(mut out: [[u64; L]; LANES], lanes: usize) -> Vec<Vec<u64>> {
+    let used = out[..lanes].iter().map(|x| x.to_vec()).collect();
+    out.zeroize();
+    used
+}
+
 /// Bits pos..pos+WINDOW of a little-endian exponent (positions are public).
 fn window_bits(exp: &[u64], pos: usize) -> u64 {
     let (k, r) = (pos / 64, pos % 64);
@@ -90,15 +127,16 @@ fn window_bits(exp: &[u64], pos: usize) -> u64 {
     v & ((1 << WINDOW) - 1)
 }
 
-/// base^exp mod m for every lane (1..=LANES lanes; missing lanes repeat lane 0), fully
-/// reduced; `exp_bits` (public) bounds every lane's exponent.
+/// base^exp mod m for every lane (1..=LANES lanes; missing lanes repeat lane 0, their
+/// results are dropped), fully reduced; `exp_bits` (public) bounds every lane's exponent.
 ///
 /// # Safety
 /// The CPU runs `A`'s kernel and AVX2.
 pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
     lanes: &[LaneInput],
     exp_bits: usize,
-) -> [[u64; L]; LANES] {
+) -> Vec<Vec<u64>> {
+    assert!(!lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY (every call below): the caller checked the CPU's features.
     unsafe {
         let mut s = A::scratch();
@@ -143,7 +181,7 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
         // Out of Montgomery form: at most m, and m only for a multiple of m.
         A::amm(&mut acc, &one, &m, k0, &mut s);
         let mut reduced = A::csub(&acc, &m);
-        let out = A::store(&reduced);
+        let out = used_lanes(A::store(&reduced), n);
         for v in [&mut x, &mut acc, &mut reduced, &mut lo, &mut hi] {
             v.zeroize();
         }
@@ -157,7 +195,8 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
 ///
 /// # Safety
 /// The CPU runs `A`'s kernel and AVX2.
-pub(crate) unsafe fn powmod_public<A: Arith<L>, const L: usize>(lanes: &[PublicLane]) -> [[u64; L]; LANES] {
+pub(crate) unsafe fn powmod_public<A: Arith<L>, const L: usize>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+    assert!(!lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY (every call below): the caller checked the CPU's features.
     unsafe {
         let mut s = A::scratch();
@@ -190,7 +229,7 @@ pub(crate) unsafe fn powmod_public<A: Arith<L>, const L: usize>(lanes: &[PublicL
             A::take(&mut acc, &t, _mm256_sub_epi64(_mm256_setzero_si256(), bit));
         }
         A::amm(&mut acc, &one, &n, k0, &mut s);
-        A::store(&A::csub(&acc, &n))
+        used_lanes(A::store(&A::csub(&acc, &n)), count)
     }
 }
 

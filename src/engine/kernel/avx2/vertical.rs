@@ -15,7 +15,7 @@
 //! (`vpcmpeqq` + and/or), conditional subtractions by borrow masks; no branch or address
 //! depends on a limb or an exponent bit.
 
-use super::exp::{self, per_lane, Arith};
+use super::exp::{self, per_lane, transpose, untranspose, Arith};
 use super::limbs::mask;
 use std::arch::x86_64::*;
 use zeroize::Zeroize;
@@ -56,51 +56,17 @@ pub struct PublicLane<'a> {
 
 /// base^exp mod m for every lane (at most `LANES`; missing lanes repeat lane 0, their results
 /// are dropped), fully reduced. `exp_bits` (public) bounds every lane's exponent.
-pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
-    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+    assert!(available());
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    let out = unsafe { exp::modexp::<Int<W>, L>(lanes, exp_bits) };
-    out[..lanes.len()].to_vec()
+    unsafe { exp::modexp::<Int<W>, L>(lanes, exp_bits) }
 }
 
 /// base^e mod n for every lane (public values: the check of every result before release).
-pub fn powmod_public<const L: usize, const W: i32>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
-    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+pub fn powmod_public<const L: usize, const W: i32>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+    assert!(available());
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    let out = unsafe { exp::powmod_public::<Int<W>, L>(lanes) };
-    out[..lanes.len()].to_vec()
-}
-
-/// Limb j of every lane into vector j (`get` gives a lane's limbs; lanes past the end repeat
-/// lane 0).
-#[target_feature(enable = "avx2")]
-fn gather<const L: usize>(count: usize, get: &dyn Fn(usize) -> u64) -> V {
-    let lane = |k: usize| get(if k < count { k } else { 0 }) as i64;
-    let _ = L;
-    _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
-}
-
-#[target_feature(enable = "avx2")]
-fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [V; L] {
-    let mut out = [_mm256_setzero_si256(); L];
-    for (j, o) in out.iter_mut().enumerate() {
-        *o = gather::<L>(lanes, &|k| limbs(k).get(j).copied().unwrap_or(0));
-    }
-    out
-}
-
-#[target_feature(enable = "avx2")]
-fn untranspose<const L: usize>(x: &[V; L]) -> [[u64; L]; LANES] {
-    let mut out = [[0u64; L]; LANES];
-    for (j, v) in x.iter().enumerate() {
-        // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid
-        // for both.
-        let limbs: [u64; 4] = unsafe { std::mem::transmute::<V, [u64; 4]>(*v) };
-        for (k, o) in out.iter_mut().enumerate() {
-            o[j] = limbs[k];
-        }
-    }
-    out
+    unsafe { exp::powmod_public::<Int<W>, L>(lanes) }
 }
 
 /// 32×32→64-bit products per lane: `vpmuludq`, always. Written as the intrinsic, LLVM drops

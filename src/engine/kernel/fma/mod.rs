@@ -62,17 +62,11 @@ impl Lanes for Fma51 {
     }
 
     fn modexp(class: usize, lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
-        fn run<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
-            let mut out = vertical::modexp::<L>(lanes, exp_bits);
-            let v = out.iter().map(|x| x.to_vec()).collect();
-            zeroize::Zeroize::zeroize(&mut out);
-            v
-        }
         match class {
-            0 => run::<{ LIMBS[0] }>(lanes, exp_bits),
-            1 => run::<{ LIMBS[1] }>(lanes, exp_bits),
-            2 => run::<{ LIMBS[2] }>(lanes, exp_bits),
-            _ => run::<{ LIMBS[3] }>(lanes, exp_bits),
+            0 => vertical::modexp::<{ LIMBS[0] }>(lanes, exp_bits),
+            1 => vertical::modexp::<{ LIMBS[1] }>(lanes, exp_bits),
+            2 => vertical::modexp::<{ LIMBS[2] }>(lanes, exp_bits),
+            _ => vertical::modexp::<{ LIMBS[3] }>(lanes, exp_bits),
         }
     }
 
@@ -86,15 +80,11 @@ impl Lanes for Fma51 {
     }
 
     fn powmod_public(class: usize, lanes: &[PublicLane]) -> Vec<Vec<u64>> {
-        fn run<const L: usize>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
-            let out = vertical::powmod_public::<L>(lanes);
-            out.iter().map(|x| x.to_vec()).collect()
-        }
         match class {
-            0 => run::<{ CHECK[0].0 }>(lanes),
-            1 => run::<{ CHECK[1].0 }>(lanes),
-            2 => run::<{ CHECK[2].0 }>(lanes),
-            _ => run::<{ CHECK[3].0 }>(lanes),
+            0 => vertical::powmod_public::<{ CHECK[0].0 }>(lanes),
+            1 => vertical::powmod_public::<{ CHECK[1].0 }>(lanes),
+            2 => vertical::powmod_public::<{ CHECK[2].0 }>(lanes),
+            _ => vertical::powmod_public::<{ CHECK[3].0 }>(lanes),
         }
     }
 }

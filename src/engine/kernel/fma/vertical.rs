@@ -86,20 +86,18 @@ pub fn default_fp_env() -> bool {
 
 /// base^exp mod m for every lane (at most `LANES`; missing lanes repeat lane 0, their results
 /// are dropped), fully reduced. `exp_bits` (public) bounds every lane's exponent.
-pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<[u64; L]> {
-    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+    assert!(available());
     // SAFETY: the CPU has AVX2 and FMA (checked above), the only requirement of these
     // functions.
-    let out = unsafe { exp::modexp::<Fma, L>(lanes, exp_bits) };
-    out[..lanes.len()].to_vec()
+    unsafe { exp::modexp::<Fma, L>(lanes, exp_bits) }
 }
 
 /// base^e mod n for every lane (public values: the check of every result before release).
-pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<[u64; L]> {
-    assert!(available() && !lanes.is_empty() && lanes.len() <= LANES);
+pub fn powmod_public<const L: usize>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+    assert!(available());
     // SAFETY: the CPU has AVX2 and FMA (checked above).
-    let out = unsafe { exp::powmod_public::<Fma, L>(lanes) };
-    out[..lanes.len()].to_vec()
+    unsafe { exp::powmod_public::<Fma, L>(lanes) }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -563,31 +561,16 @@ impl<const L: usize> Drop for Table<L> {
     }
 }
 
-/// Limb j of every lane into vector j, as doubles (limbs below 2^51: exact). Lanes past the
-/// end repeat lane 0.
+/// Limb j of every lane into vector j, as doubles (limbs below 2^51: exact; `exp::transpose`).
 #[target_feature(enable = "avx2,fma")]
 fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [D; L] {
-    let mut out = [_mm256_setzero_pd(); L];
-    let lane = |k: usize, j: usize| limbs(if k < lanes { k } else { 0 }).get(j).copied().unwrap_or(0) as f64;
-    for (j, o) in out.iter_mut().enumerate() {
-        *o = _mm256_set_pd(lane(3, j), lane(2, j), lane(1, j), lane(0, j));
-    }
-    out
+    exp::transpose::<L>(lanes, limbs).map(|v| to_f64(v))
 }
 
+/// Every lane's limbs (`exp::untranspose`).
 #[target_feature(enable = "avx2,fma")]
 fn untranspose<const L: usize>(x: &[D; L]) -> [[u64; L]; LANES] {
-    let mut out = [[0u64; L]; LANES];
-    for (j, v) in x.iter().enumerate() {
-        let limbs = to_int(*v);
-        // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid
-        // for both.
-        let limbs: [u64; 4] = unsafe { std::mem::transmute::<I, [u64; 4]>(limbs) };
-        for (k, o) in out.iter_mut().enumerate() {
-            o[j] = limbs[k];
-        }
-    }
-    out
+    exp::untranspose(&x.map(|v| to_int(v)))
 }
 
 #[target_feature(enable = "avx2,fma")]

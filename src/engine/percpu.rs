@@ -64,7 +64,7 @@ impl<T: Clone> PerCpu<T> {
 }
 
 /// The number of the CPU this thread runs on (0 where the OS does not say).
-fn current_cpu() -> usize {
+pub(crate) fn current_cpu() -> usize {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: sched_getcpu takes no arguments and only returns a number (-1 on error).

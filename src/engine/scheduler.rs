@@ -8,8 +8,14 @@
 //! A drained batch too small to pay for the multi-buffer call (a lone request in a wide
 //! kernel) runs on the family the batch-fill policy names instead (`kernel::fill_choice`),
 //! one request at a time on the combiner's thread; each job carries all its key's forms.
+//!
+//! A combiner takes the jobs queued from its own CPU first (`take_batch`): their owners wake
+//! on that CPU, and waking a thread on the other one costs an interrupt between CPUs, in a
+//! VM an exit to the hypervisor. On the Xeon of docs/performance.md (2 cores, 16 client
+//! threads, fma kernel) that halved the system time and gave RSA-1024 +7%, RSA-2048 +3%.
 
 use super::kernel::{self, Checked, Family, KeyForm, Prepared};
+use super::percpu;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +33,10 @@ struct Job {
     input: Zeroizing<Vec<u8>>,
     result: Mutex<Option<(Zeroizing<Vec<u8>>, bool)>>,
     done: Condvar,
+    /// The CPU its owner queued it from (where the owner will most likely wake).
+    cpu: usize,
+    /// Batches drained past it (under the queue's lock).
+    passed: AtomicU64,
 }
 
 #[derive(Default)]
@@ -79,6 +89,8 @@ impl Scheduler {
             input: Zeroizing::new(input.to_vec()),
             result: Mutex::new(None),
             done: Condvar::new(),
+            cpu: percpu::current_cpu(),
+            passed: AtomicU64::new(0),
         });
         let mut guard = q.lock();
         guard.pending.push_back(job.clone());
@@ -90,8 +102,7 @@ impl Scheduler {
                 guard.combiners += 1;
                 let mut rounds = 0;
                 loop {
-                    let n = guard.pending.len().min(self.max_batch);
-                    let batch: Vec<Arc<Job>> = guard.pending.drain(..n).collect();
+                    let batch = take_batch(&mut guard.pending, self.max_batch, percpu::current_cpu());
                     drop(guard);
                     self.execute_guarded(&batch);
                     guard = q.lock();
@@ -196,5 +207,91 @@ impl Scheduler {
             *job.result.lock() = Some(r);
             job.done.notify_one();
         }
+    }
+}
+
+/// A job passed over this many times is taken next, wherever its owner waits.
+const MAX_PASSED: u64 = 2;
+
+/// Up to `max` jobs from the queue, those queued from this CPU first: their owners wake here,
+/// where waking one costs no interrupt to the other CPU (in a VM, an exit to the hypervisor).
+/// A job passed over `MAX_PASSED` times goes first, so none waits long.
+fn take_batch(pending: &mut VecDeque<Arc<Job>>, max: usize, cpu: usize) -> Vec<Arc<Job>> {
+    if pending.len() <= max {
+        return pending.drain(..).collect();
+    }
+    let mut picked: Vec<usize> = Vec::with_capacity(max);
+    let old = |j: &Arc<Job>| j.passed.load(Ordering::Relaxed) >= MAX_PASSED;
+    for pass in 0..3 {
+        for (i, j) in pending.iter().enumerate() {
+            if picked.len() == max {
+                break;
+            }
+            let wanted = match pass {
+                0 => old(j),
+                1 => j.cpu == cpu,
+                _ => true,
+            };
+            if wanted && !picked.contains(&i) {
+                picked.push(i);
+            }
+        }
+    }
+    picked.sort_unstable();
+    let last = picked[picked.len() - 1];
+    for (i, j) in pending.iter().enumerate().take(last) {
+        if !picked.contains(&i) {
+            j.passed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let mut batch = Vec::with_capacity(max);
+    for &i in picked.iter().rev() {
+        batch.push(pending.remove(i).expect("index from the queue"));
+    }
+    batch.reverse();
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cpu: usize, tag: u8) -> Arc<Job> {
+        Arc::new(Job {
+            key: Arc::new(()),
+            forms: Arc::from(Vec::new()),
+            bits: 2048,
+            input: Zeroizing::new(vec![tag]),
+            result: Mutex::new(None),
+            done: Condvar::new(),
+            cpu,
+            passed: AtomicU64::new(0),
+        })
+    }
+
+    fn tags(batch: &[Arc<Job>]) -> Vec<u8> {
+        batch.iter().map(|j| j.input[0]).collect()
+    }
+
+    /// Batches drained in turn from one queue: (the combiner's CPU, the tags it takes). Jobs
+    /// are tagged by queue position; their CPUs are 1, 0, 1, 0, 0, 1, 1.
+    #[test]
+    fn batches_take_this_cpus_jobs_first_and_none_is_passed_over_long() {
+        let cpus = [1, 0, 1, 0, 0, 1, 1];
+        let mut q: VecDeque<Arc<Job>> = cpus.iter().enumerate().map(|(i, &c)| job(c, i as u8)).collect();
+        let steps: [(usize, &[u8]); 4] = [
+            // CPU 0's own jobs, in queue order; 0 and 2 are passed over once.
+            (0, &[1, 3]),
+            // One job of CPU 0 left: the oldest other job fills the batch; 2 is passed again.
+            (0, &[0, 4]),
+            // Job 2, passed over twice, goes first even where it is not local.
+            (0, &[2, 5]),
+            // One left (at most a batch): taken as it is.
+            (1, &[6]),
+        ];
+        for (cpu, want) in steps {
+            assert_eq!(tags(&take_batch(&mut q, 2, cpu)), want, "combiner on CPU {cpu}");
+        }
+        assert!(q.is_empty());
     }
 }

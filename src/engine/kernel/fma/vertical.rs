@@ -59,6 +59,8 @@ const LO_BIAS: u64 = ((3u64 << 51) as f64).to_bits();
 /// 2^52, whose bits OR an integer below 2^52 into a double 2^52 + x.
 const TWO52: f64 = (1u64 << 52) as f64;
 const TWO52_BITS: u64 = TWO52.to_bits();
+/// 2^−51 (exact).
+const TWO_M51: f64 = 1.0 / (1u64 << 51) as f64;
 /// Added before a carry's logical shift: columns are above −2^62.
 const OFFSET: u64 = 1 << 62;
 /// The offset as it arrives in the next column through a carry.
@@ -170,20 +172,40 @@ fn carry(t: I, corr: u64) -> I {
     _mm256_sub_epi64(shifted, _mm256_set1_epi64x(OFFSET_CARRY as i64))
 }
 
-/// The products of one column (up to four): their low halves with `hi`, the high halves of
+/// The products of one column (one to four): their low halves with `hi`, the high halves of
 /// the column before (and any carry into this one), summed; `hi` becomes their high halves.
+/// Summed in the order given, `hi` last: callers put the terms that depend on a quotient
+/// last, since the next quotient waits for their sum.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 fn column<const N: usize>(terms: [(D, D); N], hi: &mut I) -> I {
-    let mut lo_sum = *hi;
-    let mut hi_sum = _mm256_setzero_si256();
-    for (x, y) in terms {
+    let (mut hi_sum, mut lo_sum) = product(terms[0].0, terms[0].1);
+    for &(x, y) in &terms[1..] {
         let (h, l) = product(x, y);
         lo_sum = add(lo_sum, l);
         hi_sum = add(hi_sum, h);
     }
+    let out = add(lo_sum, *hi);
     *hi = hi_sum;
-    lo_sum
+    out
+}
+
+/// The reduction of a column `t`, complete but for its term q·m_0 (`corr`: its bias): q, and
+/// the column's carry with q·m_0 added, in two parts: the carry of t alone, and
+/// K = (t mod 2^51 + q·m_0) / 2^51. t + q·m_0 is a multiple of 2^51 (that is what q is for),
+/// so K is exact: one FMA forms t mod 2^51 + q·m_0 (a multiple of 2^51 below 2^102 + 2^51,
+/// representable), a second scales it by 2^−51 and adds 2^52, whose bits then hold K.
+/// Nine cycles from q to K, where q·m_0's two halves and the carry of the column took
+/// sixteen: this is the chain every pass waits on (`quotient`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn reduce(t: I, corr: u64, m0: D, k0: K0) -> (D, I, I) {
+    let q = quotient(t, k0);
+    let t_lo = to_f64(_mm256_and_si256(t, _mm256_set1_epi64x(MASK as i64)));
+    let sum = _mm256_fmadd_pd(q, m0, t_lo);
+    let k = _mm256_fmadd_pd(sum, _mm256_set1_pd(TWO_M51), _mm256_set1_pd(TWO52));
+    let k = _mm256_xor_si256(_mm256_castpd_si256(k), _mm256_set1_epi64x(TWO52_BITS as i64));
+    (q, carry(t, corr), k)
 }
 
 /// Pairs (i, j) in [0, l)² with i + j = c.
@@ -205,15 +227,21 @@ const fn products(c: usize, l: usize, square: bool) -> u64 {
     }
 }
 
+/// Products whose halves carry a bias into column c (low) and c+1 (high): all but q_c·m_0.
+const fn biased(c: usize, l: usize, square: bool) -> u64 {
+    products(c, l, square) - if c < l { 1 } else { 0 }
+}
+
 /// Per column: what to subtract before its carry is taken. Its biases, less the offset, and
 /// for columns past L (whose carries come from `normalize`, offset included) the offset their
-/// carry brings in.
+/// carry brings in. Columns below L leave out their term q·m_0, both halves (`reduce` adds
+/// it exactly, without bias).
 const fn corrections(l: usize, square: bool) -> [u64; MAX_COLS] {
     let mut out = [0u64; MAX_COLS];
     let mut c = 0;
     while c < 2 * l {
-        let lo = products(c, l, square);
-        let hi = if c == 0 { 0 } else { products(c - 1, l, square) };
+        let lo = biased(c, l, square);
+        let hi = if c == 0 { 0 } else { biased(c - 1, l, square) };
         let bias = lo.wrapping_mul(LO_BIAS).wrapping_add(hi.wrapping_mul(HI_BIAS));
         let from_normalize = if c > l { OFFSET_CARRY } else { 0 };
         out[c] = bias.wrapping_sub(OFFSET).wrapping_add(from_normalize);
@@ -288,16 +316,16 @@ fn amm_pass<const L: usize, const FIRST: bool>(
     let win = &mut win[..=L + 1];
     let (h, l) = product(a0, b[0]);
     let t = if FIRST { l } else { add(win[0], l) };
-    let q0 = quotient(t, k0);
-    let (hq, lq) = product(q0, m[0]);
-    let mut hi = add(add(h, hq), carry(add(t, lq), corr[0]));
-    let u = column([(a0, b[1]), (q0, m[1]), (a1, b[0])], &mut hi);
-    let u = if FIRST { u } else { add(win[1], u) };
-    let q1 = quotient(u, k0);
-    let (hq, lq) = product(q1, m[0]);
-    hi = add(add(hi, hq), carry(add(u, lq), corr[1]));
+    let (q0, c, k) = reduce(t, corr[0], m[0], k0);
+    let mut hi = add(h, c);
+    if !FIRST {
+        hi = add(hi, win[1]);
+    }
+    let u = add(column([(a0, b[1]), (a1, b[0]), (q0, m[1])], &mut hi), k);
+    let (q1, c, k) = reduce(u, corr[1], m[0], k0);
+    hi = add(add(hi, c), k);
     for k in 2..L {
-        let s = column([(a0, b[k]), (q0, m[k]), (a1, b[k - 1]), (q1, m[k - 1])], &mut hi);
+        let s = column([(a0, b[k]), (a1, b[k - 1]), (q0, m[k]), (q1, m[k - 1])], &mut hi);
         win[k] = if FIRST { s } else { add(win[k], s) };
     }
     win[L] = column([(a1, b[L - 1]), (q1, m[L - 1])], &mut hi);
@@ -312,9 +340,8 @@ fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: K0, corr: u64, wi
     let win = &mut win[..=L];
     let (h, l) = product(a0, b[0]);
     let t = add(win[0], l);
-    let q0 = quotient(t, k0);
-    let (hq, lq) = product(q0, m[0]);
-    let mut hi = add(add(h, hq), carry(add(t, lq), corr));
+    let (q0, c, k) = reduce(t, corr, m[0], k0);
+    let mut hi = add(add(h, c), k);
     for k in 1..L {
         let s = column([(a0, b[k]), (q0, m[k])], &mut hi);
         win[k] = add(win[k], s);
@@ -355,15 +382,13 @@ fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: K0, s: &mut Scratc
         // The last row alone: its reduction, and a_{L−1}² in column 2L−2.
         let a0 = a[L - 1];
         let win = &mut acc[L - 1..=2 * L - 1];
-        let t = win[0];
-        let q0 = quotient(t, k0);
-        let (hq, lq) = product(q0, m[0]);
-        let mut hi = add(hq, carry(add(t, lq), corr[L - 1]));
+        let (q0, c, k) = reduce(win[0], corr[L - 1], m[0], k0);
+        let mut hi = add(c, k);
         for k in 1..L - 1 {
             let s = column([(q0, m[k])], &mut hi);
             win[k] = add(win[k], s);
         }
-        let s = column([(q0, m[L - 1]), (a0, a0)], &mut hi);
+        let s = column([(a0, a0), (q0, m[L - 1])], &mut hi);
         win[L - 1] = add(win[L - 1], s);
         win[L] = hi;
     }
@@ -378,17 +403,15 @@ fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: K0, corr: 
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[0], a[1]);
     let (h, t) = product(a0, a0);
-    let q0 = quotient(t, k0);
-    let (hq, lq) = product(q0, m[0]);
-    let mut hi = add(add(h, hq), carry(add(t, lq), corr[0]));
-    let u = column([(a0, a2[1]), (q0, m[1])], &mut hi);
-    let q1 = quotient(u, k0);
-    let (hq, lq) = product(q1, m[0]);
-    hi = add(add(hi, hq), carry(add(u, lq), corr[1]));
-    win[2] = column([(q0, m[2]), (q1, m[1]), (a0, a2[2]), (a1, a1)], &mut hi);
+    let (q0, c, k) = reduce(t, corr[0], m[0], k0);
+    let mut hi = add(h, c);
+    let u = add(column([(a0, a2[1]), (q0, m[1])], &mut hi), k);
+    let (q1, c, k) = reduce(u, corr[1], m[0], k0);
+    hi = add(add(hi, c), k);
+    win[2] = column([(a0, a2[2]), (a1, a1), (q0, m[2]), (q1, m[1])], &mut hi);
     for k in 3..L {
         win[k] = column(
-            [(q0, m[k]), (q1, m[k - 1]), (a0, a2[k]), (a1, a2[k - 1])],
+            [(a0, a2[k]), (a1, a2[k - 1]), (q0, m[k]), (q1, m[k - 1])],
             &mut hi,
         );
     }
@@ -412,43 +435,40 @@ fn ams_pass<const L: usize>(
 ) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[i], a[i + 1]);
-    let t = win[0];
-    let q0 = quotient(t, k0);
-    let (hq, lq) = product(q0, m[0]);
-    let mut hi = add(hq, carry(add(t, lq), corr[0]));
-    let u = add(win[1], column([(q0, m[1])], &mut hi));
-    let q1 = quotient(u, k0);
-    let (hq, lq) = product(q1, m[0]);
-    hi = add(add(hi, hq), carry(add(u, lq), corr[1]));
+    let (q0, c, k) = reduce(win[0], corr[0], m[0], k0);
+    let mut hi = add(c, win[1]);
+    let u = add(column([(q0, m[1])], &mut hi), k);
+    let (q1, c, k) = reduce(u, corr[1], m[0], k0);
+    hi = add(add(hi, c), k);
     // Columns 2..i: the reduction only.
     for k in 2..i {
         let s = column([(q0, m[k]), (q1, m[k - 1])], &mut hi);
         win[k] = add(win[k], s);
     }
     // Column i: a_i²; column i+1: a_i·2a_{i+1}.
-    let s = column([(q0, m[i]), (q1, m[i - 1]), (a0, a0)], &mut hi);
+    let s = column([(a0, a0), (q0, m[i]), (q1, m[i - 1])], &mut hi);
     win[i] = add(win[i], s);
-    let s = column([(q0, m[i + 1]), (q1, m[i]), (a0, a2[i + 1])], &mut hi);
+    let s = column([(a0, a2[i + 1]), (q0, m[i + 1]), (q1, m[i])], &mut hi);
     win[i + 1] = add(win[i + 1], s);
     if i + 2 == L {
-        win[L] = column([(q1, m[L - 1]), (a1, a1)], &mut hi);
+        win[L] = column([(a1, a1), (q1, m[L - 1])], &mut hi);
         win[L + 1] = hi;
         return;
     }
     // Column i+2: a_i·2a_{i+2} + a_{i+1}².
     let s = column(
-        [(q0, m[i + 2]), (q1, m[i + 1]), (a0, a2[i + 2]), (a1, a1)],
+        [(a0, a2[i + 2]), (a1, a1), (q0, m[i + 2]), (q1, m[i + 1])],
         &mut hi,
     );
     win[i + 2] = add(win[i + 2], s);
     for k in i + 3..L {
         let s = column(
-            [(q0, m[k]), (q1, m[k - 1]), (a0, a2[k]), (a1, a2[k - 1])],
+            [(a0, a2[k]), (a1, a2[k - 1]), (q0, m[k]), (q1, m[k - 1])],
             &mut hi,
         );
         win[k] = add(win[k], s);
     }
-    win[L] = column([(q1, m[L - 1]), (a1, a2[L - 1])], &mut hi);
+    win[L] = column([(a1, a2[L - 1]), (q1, m[L - 1])], &mut hi);
     win[L + 1] = hi;
 }
 

@@ -52,10 +52,41 @@ pub fn add(a: &[u64], b: &[u64], out: &mut [u64]) -> u64 {
     carry
 }
 
-/// out = a − b, returning the borrow (0 or 1).
+/// out = a − b, returning the borrow (0 or 1), over the shortest of the three.
 pub fn sub(a: &[u64], b: &[u64], out: &mut [u64]) -> u64 {
+    let n = a.len().min(b.len()).min(out.len());
+    #[cfg(target_arch = "x86_64")]
+    if n > 0 {
+        let borrow: u64;
+        // SAFETY: reads n limbs of a and b and writes n of out, all in bounds (n is the
+        // shortest length, at least 1); the loop counts n down to zero.
+        unsafe {
+            core::arch::asm!(
+                // xor clears CF; inc and dec leave it: one sbb chain, one cycle a limb (the
+                // portable loop below compiles to five dependent instructions a limb).
+                "xor {i:e}, {i:e}",
+                "2:",
+                "mov {x}, qword ptr [{a} + 8*{i}]",
+                "sbb {x}, qword ptr [{b} + 8*{i}]",
+                "mov qword ptr [{o} + 8*{i}], {x}",
+                "inc {i}",
+                "dec {n}",
+                "jnz 2b",
+                "sbb {x}, {x}",
+                "neg {x}",
+                a = in(reg) a.as_ptr(),
+                b = in(reg) b.as_ptr(),
+                o = in(reg) out.as_mut_ptr(),
+                n = inout(reg) n => _,
+                i = out(reg) _,
+                x = out(reg) borrow,
+                options(nostack),
+            );
+        }
+        return borrow;
+    }
     let mut borrow = 0u64;
-    for ((x, y), o) in a.iter().zip(b).zip(out.iter_mut()) {
+    for ((x, y), o) in a[..n].iter().zip(&b[..n]).zip(out[..n].iter_mut()) {
         let d = (*x as u128).wrapping_sub(*y as u128 + borrow as u128);
         *o = d as u64;
         borrow = ((d >> 64) as u64) & 1;
@@ -70,25 +101,16 @@ pub fn select(m: u64, a: &[u64], out: &mut [u64]) {
     }
 }
 
-/// out = (t + top·R) mod m for t + top·R < 2m: one subtraction of m, kept unless it borrowed
-/// without the top bit to pay for it. Two passes (the borrow of t − m, then t minus m under
-/// that mask) and no scratch: it ends every Montgomery operation, where a buffer of
-/// `MAX_LIMBS` to clear would cost more than the subtraction.
+/// out = (t + top·R) mod m for t + top·R < 2m: t − m into out, then t back where that
+/// borrowed without the top bit to pay for it (a masked copy). No scratch: it ends every
+/// Montgomery operation, where a buffer of `MAX_LIMBS` to clear would cost more than the
+/// subtraction.
 pub fn reduce_once(t: &[u64], top: u64, m: &[u64], out: &mut [u64]) {
     let n = m.len();
-    let t = &t[..n];
-    let mut borrow = 0u64;
-    for (x, y) in t.iter().zip(m) {
-        let d = (*x as u128).wrapping_sub((*y as u128).wrapping_add(borrow as u128));
-        borrow = ((d >> 64) as u64) & 1;
-    }
+    let (t, out) = (&t[..n], &mut out[..n]);
+    let borrow = sub(t, m, out);
     let keep = mask((top | (borrow ^ 1)) & 1);
-    let mut borrow = 0u64;
-    for ((o, x), y) in out.iter_mut().zip(t).zip(m) {
-        let d = (*x as u128).wrapping_sub(((*y & keep) as u128).wrapping_add(borrow as u128));
-        *o = d as u64;
-        borrow = ((d >> 64) as u64) & 1;
-    }
+    select(!keep, t, out);
 }
 
 /// −m⁻¹ mod 2^64 for odd `m0` (Newton's iteration, a fixed number of steps).

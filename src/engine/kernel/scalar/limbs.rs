@@ -188,4 +188,85 @@ mod tests {
             u64::MAX
         );
     }
+
+    /// a − b mod 2^(64·n) and its borrow, one limb at a time through i128: the oracle.
+    fn sub_ref(a: &[u64], b: &[u64]) -> (Vec<u64>, bool) {
+        let mut borrow = 0i128;
+        let out = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| {
+                let d = x as i128 - y as i128 - borrow;
+                borrow = (d < 0) as i128;
+                d.rem_euclid(1 << 64) as u64
+            })
+            .collect();
+        (out, borrow == 1)
+    }
+
+    fn random(n: usize) -> Vec<u64> {
+        let mut b = vec![0u8; 8 * n];
+        getrandom::fill(&mut b).unwrap();
+        b.chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    /// `sub` and `reduce_once` (on x86-64 an assembly `sbb` chain) against the oracle at every
+    /// length from 1 to 17 limbs: limbs of all ones, zeros, equal operands, a borrow rippling
+    /// through every limb, random values; `sub` over operands of unequal lengths writes the
+    /// shortest; `reduce_once` at 0, m − 1, m, 2m − 1 (with its top bit) and a random value
+    /// below m. (With the chain's `sbb` turned into `sub`, this test fails.)
+    #[test]
+    fn subtraction_and_reduce_once_match_the_oracle() {
+        for n in 1..=17 {
+            let ones = vec![u64::MAX; n];
+            let zeros = vec![0u64; n];
+            let mut one = zeros.clone();
+            one[0] = 1;
+            let cases = [
+                (ones.clone(), zeros.clone()),
+                (zeros.clone(), ones.clone()),
+                (zeros.clone(), one.clone()),
+                (ones.clone(), ones.clone()),
+                (random(n), random(n)),
+                (random(n), random(n)),
+            ];
+            for (a, b) in &cases {
+                let mut out = vec![0u64; n];
+                let borrow = sub(a, b, &mut out);
+                assert_eq!((out, borrow == 1), sub_ref(a, b), "{n} limbs");
+            }
+            let (a, b) = (random(n + 1), random(n));
+            let mut out = vec![7u64; n + 2];
+            let borrow = sub(&a, &b, &mut out);
+            assert_eq!((out[..n].to_vec(), borrow == 1), sub_ref(&a[..n], &b));
+            assert_eq!(out[n..], [7, 7], "past the shortest, nothing written");
+            // m odd with its top bit set; t + top·R below 2m.
+            let mut m = random(n);
+            m[0] |= 1;
+            m[n - 1] |= 1 << 63;
+            let (m_minus_1, _) = sub_ref(&m, &one);
+            // 2m − 1 = m + (m − 1): n limbs and a top bit (m's top bit is set).
+            let mut two_m_minus_1 = vec![0u64; n];
+            let top = add(&m, &m_minus_1, &mut two_m_minus_1);
+            let mut below_m = random(n);
+            below_m[n - 1] >>= 1;
+            let values = [
+                (zeros.clone(), 0),
+                (m_minus_1, 0),
+                (m.clone(), 0),
+                (two_m_minus_1, top),
+                (below_m, 0),
+            ];
+            for (t, top) in values {
+                let mut out = vec![0u64; n];
+                reduce_once(&t, top, &m, &mut out);
+                // The oracle: t + top·R − m where that does not go below zero, else t.
+                let (d, borrow) = sub_ref(&t, &m);
+                let want = if top == 1 || !borrow { d } else { t.clone() };
+                assert_eq!(out, want, "reduce_once at {n} limbs");
+            }
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! The combining scheduler, one per kernel family: concurrent private-key operations of the
 //! same batch class (for a multi-buffer family: the same limb count) are run together in one call of
 //! the family's batch entry point. There are no background threads: a caller queues its job and,
-//! while fewer combiners than twice the cores run, becomes one and runs a batch taken from the
-//! queue (its own job included); otherwise it parks until a combiner completes its job. A lone
+//! while fewer combiners than twice the cores run, becomes one and runs batches taken from the
+//! queue until its own job is done; otherwise it parks until a combiner completes its job. A lone
 //! request therefore runs at once on its own thread; nothing waits for a batch to fill.
 //! A family that takes one request per call skips the queue: its caller runs it directly.
 //! A drained batch too small to pay for the multi-buffer call (a lone request in a wide
@@ -12,7 +12,7 @@
 //! A combiner takes the jobs queued from its own CPU first (`take_batch`): their owners wake
 //! on that CPU, and waking a thread on the other one costs an interrupt between CPUs, in a
 //! VM an exit to the hypervisor. On the Xeon of docs/performance.md (2 cores, 16 client
-//! threads, fma kernel) that halved the system time and gave RSA-1024 +7%, RSA-2048 +3%.
+//! threads, fma kernel) that halved the system time and gave RSA-1024 +6-7%, RSA-2048 +3%.
 
 use super::kernel::{self, Checked, Family, KeyForm, Prepared};
 use super::percpu;

@@ -163,8 +163,8 @@ fn quotient(t: I, k0: K0) -> D {
     to_f64(_mm256_and_si256(add(low, _mm256_slli_epi64::<32>(cross)), mask))
 }
 
-/// The carry out of a complete column inside an operation (its bias `corr` removed; the true
-/// carry, which the next column's quotient sees).
+/// ⌊t / 2^51⌋ of a column's true value, its bias `corr` removed. Its caller, `reduce`, takes
+/// it of a column but for the term q·m_0 and adds that term's share exactly.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 fn carry(t: I, corr: u64) -> I {

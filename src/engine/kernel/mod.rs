@@ -82,7 +82,8 @@ pub const REGISTRY: &[&dyn Family] = &[
     &ifma::Ifma,
     // Before mulx: two signatures per call; where that does not pay (a lone request)
     // `FILL_POLICY` sends the batch to mulx. fma before avx2: the same four lanes, 1.22x
-    // (RSA-1024) to 1.52x (RSA-4096) as fast on the Intel Xeon of docs/performance.md.
+    // (RSA-1024) to 1.52x (RSA-4096) as fast on the Intel Xeon of docs/performance.md, 1.06x
+    // to 1.37x on its AMD Zen 3.
     #[cfg(target_arch = "x86_64")]
     &fma::FMA,
     #[cfg(target_arch = "x86_64")]
@@ -259,7 +260,11 @@ pub struct FillRule {
 /// on avx2. On the Intel Xeon (model 167, `benches/rsa_stages.rs`, 2026-12-05) a full call
 /// signs 16,957 / 3,103 / 1,051 / 472 per second per core at RSA-1024 / 2048 / 3072 / 4096,
 /// so a lone one half that (8,479 / 1,552 / 526 / 236), behind mulx on one core (about
-/// 10,300 / 1,780 / 600 / 265): lone requests go to mulx, full batches stay.
+/// 10,300 / 1,780 / 600 / 265): lone requests go to mulx, full batches stay. On AMD Zen 3
+/// (family 25 model 1, 2026-12-06) a full call signs 13,823 / 2,740 / 968 / 453 per core; a
+/// lone one (6,912 / 1,370 / 484 / 226) is behind mulx (7,830 / 1,510 / 440 / 206) at 1024
+/// and 2048 and ahead above, but mulx runs a lone request's halves on both cores when the
+/// other is idle, which is when requests come alone: the rule holds there too.
 pub const FILL_POLICY: &[FillRule] = &[
     FillRule {
         family: "fma",

@@ -54,9 +54,9 @@ pub const KAT_DIGESTS: [(usize, &str); 4] = [
 ];
 
 #[cfg(target_arch = "x86_64")]
-fn run<const L: usize>() -> String {
+fn run<const L: usize>(kernel: super::vertical::Kernel) -> String {
     use super::radix52 as r52;
-    use super::vertical::{modexp, Kernel, LaneInput, LANES};
+    use super::vertical::{modexp, LaneInput, LANES};
     let data: Vec<_> = (0..LANES).map(|k| kat_inputs(L, k)).collect();
     let mut limbs = vec![];
     for (m, lo, hi, e) in &data {
@@ -85,7 +85,7 @@ fn run<const L: usize>() -> String {
             exp,
         })
         .collect();
-    let out = modexp::<L>(Kernel::Avx512, &lanes, 128);
+    let out = modexp::<L>(kernel, &lanes, 128);
     let mut h = Sha256::new();
     for r in out.iter() {
         h.update(r52::to_be_bytes(r, 52 * L / 8));
@@ -96,11 +96,18 @@ fn run<const L: usize>() -> String {
 /// Digest of the kernel's answers per limb count (also used to print them).
 #[cfg(target_arch = "x86_64")]
 pub fn ifma_digests() -> Vec<(usize, String)> {
+    digests(super::vertical::Kernel::Avx512)
+}
+
+/// The digests of one build of the kernel: the AVX-512 one, or the emulated one (the same
+/// generic code, each IFMA instruction replaced by integer code) that runs on every CPU.
+#[cfg(target_arch = "x86_64")]
+fn digests(kernel: super::vertical::Kernel) -> Vec<(usize, String)> {
     vec![
-        (10, run::<10>()),
-        (20, run::<20>()),
-        (30, run::<30>()),
-        (40, run::<40>()),
+        (10, run::<10>(kernel)),
+        (20, run::<20>(kernel)),
+        (30, run::<30>(kernel)),
+        (40, run::<40>(kernel)),
     ]
 }
 
@@ -122,14 +129,19 @@ pub fn ifma_known_answers() -> bool {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
+    use super::super::vertical::{available, Kernel};
+
+    /// The emulated build on every CPU, the AVX-512 one where the CPU runs it.
     #[test]
     fn kernel_gives_the_known_answers() {
-        if !super::super::vertical::available() {
-            eprintln!("no AVX-512 IFMA on this CPU");
-            return;
+        let mut kernels = vec![Kernel::Emulated];
+        if available() {
+            kernels.push(Kernel::Avx512);
         }
-        for ((l, want), (gl, got)) in super::KAT_DIGESTS.iter().zip(super::ifma_digests()) {
-            assert_eq!((*l, *want), (gl, got.as_str()));
+        for kernel in kernels {
+            for ((l, want), (gl, got)) in super::KAT_DIGESTS.iter().zip(super::digests(kernel)) {
+                assert_eq!((*l, *want), (gl, got.as_str()), "{kernel:?}");
+            }
         }
     }
 }

@@ -121,10 +121,18 @@ fn add(a: I, b: I) -> I {
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 fn product(x: D, y: D) -> (I, I) {
+    let (hi, lo) = halves(x, y);
+    (_mm256_castpd_si256(hi), _mm256_castpd_si256(lo))
+}
+
+/// `product`'s two halves as doubles (2^103 + H·2^51 and 3·2^51 + L), for `product_pair` to
+/// go on from.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn halves(x: D, y: D) -> (D, D) {
     let hi = _mm256_fmadd_pd(x, y, _mm256_set1_pd(HI_BASE));
     let d = _mm256_sub_pd(_mm256_set1_pd(LO_SHIFT), hi);
-    let lo = _mm256_fmadd_pd(x, y, d);
-    (_mm256_castpd_si256(hi), _mm256_castpd_si256(lo))
+    (hi, _mm256_fmadd_pd(x, y, d))
 }
 
 /// An integer below 2^52 as a double.
@@ -192,8 +200,7 @@ fn carry(t: I, corr: u64) -> I {
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 fn product_pair(x1: D, y1: D, x2: D, y2: D) -> (I, I) {
-    let h1 = _mm256_fmadd_pd(x1, y1, _mm256_set1_pd(HI_BASE));
-    let l1 = _mm256_fmadd_pd(x1, y1, _mm256_sub_pd(_mm256_set1_pd(LO_SHIFT), h1));
+    let (h1, l1) = halves(x1, y1);
     let h2 = _mm256_fmadd_pd(x2, y2, h1);
     let l2 = _mm256_fmadd_pd(x2, y2, _mm256_sub_pd(h1, h2));
     (

@@ -93,12 +93,6 @@ fn run<const L: usize>(kernel: super::vertical::Kernel) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Digest of the kernel's answers per limb count (also used to print them).
-#[cfg(target_arch = "x86_64")]
-pub fn ifma_digests() -> Vec<(usize, String)> {
-    digests(super::vertical::Kernel::Avx512)
-}
-
 /// The digests of one build of the kernel: the AVX-512 one, or the emulated one (the same
 /// generic code, each IFMA instruction replaced by integer code) that runs on every CPU.
 #[cfg(target_arch = "x86_64")]
@@ -115,7 +109,7 @@ fn digests(kernel: super::vertical::Kernel) -> Vec<(usize, String)> {
 pub fn ifma_known_answers() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let got = ifma_digests();
+        let got = digests(super::vertical::Kernel::Avx512);
         KAT_DIGESTS
             .iter()
             .zip(got)

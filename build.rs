@@ -8,14 +8,6 @@ fn main() {
     // nothing; `-z nodelete` keeps the module mapped until the process ends.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     println!("cargo:rerun-if-changed=build.rs");
-    // Tests of code that only an IFMA CPU can run (and that has no emulated build) are marked
-    // ignored where the building CPU lacks IFMA, so the summary counts them as skipped rather
-    // than as passed (`ferrohsm_host_ifma`; tests run where they are built).
-    println!("cargo::rustc-check-cfg=cfg(ferrohsm_host_ifma)");
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512ifma") && std::is_x86_feature_detected!("avx512vl") {
-        println!("cargo:rustc-cfg=ferrohsm_host_ifma");
-    }
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("sqr_unrolled.rs"), unrolled_squarings(&[8, 16, 24, 32]))
         .expect("write the generated squarings to OUT_DIR");

@@ -11,8 +11,13 @@
 //! Each step's multiplier q waits on the previous step, so limb 0 is kept in a scalar register
 //! as in OpenSSL's AMM x1 routines: the chain per step is a few scalar operations and one lane
 //! read, short enough that the IFMAs, not the chain, set the pace.
+//!
+//! The kernel is written once over `Lanes4` and compiled twice, like the vertical kernels: on
+//! AVX-512 IFMA registers, and emulated in plain integers (`Quad`) so its tests and the
+//! emulated family's lone checks run on every CPU.
 
-use super::radix52::MASK52;
+use super::radix52::{madd52hi, madd52lo, MASK52};
+use super::vertical::Kernel;
 use core::arch::x86_64::*;
 
 /// Limbs per register.
@@ -24,20 +29,119 @@ pub const fn registers(limbs: usize) -> usize {
 }
 
 /// `base^e mod n` for one lane, fully reduced, as `n.len()` normalised limbs. `k0` = −n⁻¹ mod
-/// 2^52, `rr` = R² mod n with R = 2^(52·n.len()); `base` < n; `e` ≥ 1.
-/// Callers check `super::vertical::available()`.
-pub fn powmod_public(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
-    assert!(super::vertical::available() && e != 0);
+/// 2^52, `rr` = R² mod n with R = 2^(52·n.len()); `base` < n; `e` ≥ 1. The AVX-512 build
+/// needs `super::vertical::available()`; the emulated one runs anywhere (tests on CPUs
+/// without IFMA).
+pub fn powmod_public(kernel: Kernel, base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
+    assert!(e != 0 && (kernel == Kernel::Emulated || super::vertical::available()));
     assert!(base.len() == n.len() && rr.len() == n.len());
-    // SAFETY: the CPU has AVX-512 F and IFMA (asserted above).
-    unsafe {
-        match registers(n.len()) {
-            5 => powmod::<5>(base, n, k0, rr, e),
-            10 => powmod::<10>(base, n, k0, rr, e),
-            15 => powmod::<15>(base, n, k0, rr, e),
-            20 => powmod::<20>(base, n, k0, rr, e),
-            r => panic!("no horizontal kernel for {r} registers"),
-        }
+    macro_rules! run {
+        ($($r:literal)*) => {
+            match (kernel, registers(n.len())) {
+                $(
+                    // SAFETY: the AVX-512 build runs only where the CPU has AVX-512 F, IFMA
+                    // and VL (asserted above); the emulated build needs nothing.
+                    (Kernel::Avx512, $r) => unsafe { avx512::powmod::<Ymm, $r>(base, n, k0, rr, e) },
+                    (Kernel::Emulated, $r) => unsafe { emulated::powmod::<Quad, $r>(base, n, k0, rr, e) },
+                )*
+                (_, r) => panic!("no horizontal kernel for {r} registers"),
+            }
+        };
+    }
+    run!(5 10 15 20)
+}
+
+/// A register of four 64-bit lanes with the operations the check uses. The methods of `Ymm`
+/// need AVX-512 F, IFMA and VL: callers guarantee them.
+trait Lanes4: Copy {
+    unsafe fn zero() -> Self;
+    unsafe fn splat(x: u64) -> Self;
+    unsafe fn load(p: &[u64; W]) -> Self;
+    unsafe fn store(self, p: &mut [u64; W]);
+    /// acc + low 52 bits of b·c, per lane (b and c use their low 52 bits).
+    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self;
+    /// acc + bits 52..104 of b·c, per lane.
+    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self;
+    /// Lanes 1..4 of `low`, then lane 0 of `high`: one limb down across two registers.
+    unsafe fn down(low: Self, high: Self) -> Self;
+    unsafe fn first(self) -> u64;
+}
+
+#[derive(Clone, Copy)]
+struct Ymm(__m256i);
+
+impl Lanes4 for Ymm {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn zero() -> Self {
+        Ymm(_mm256_setzero_si256())
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn splat(x: u64) -> Self {
+        Ymm(_mm256_set1_epi64x(x as i64))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn load(p: &[u64; W]) -> Self {
+        // `Limbs` is 32-byte aligned, and so is each of its registers.
+        Ymm(_mm256_load_si256(p.as_ptr() as *const _))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn store(self, p: &mut [u64; W]) {
+        _mm256_store_si256(p.as_mut_ptr() as *mut _, self.0)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
+        Ymm(_mm256_madd52lo_epu64(acc.0, b.0, c.0))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
+        Ymm(_mm256_madd52hi_epu64(acc.0, b.0, c.0))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn down(low: Self, high: Self) -> Self {
+        Ymm(_mm256_alignr_epi64::<1>(high.0, low.0))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    unsafe fn first(self) -> u64 {
+        _mm256_extract_epi64::<0>(self.0) as u64
+    }
+}
+
+/// Four lanes in plain integers: the emulated build.
+#[derive(Clone, Copy)]
+struct Quad([u64; W]);
+
+impl Lanes4 for Quad {
+    unsafe fn zero() -> Self {
+        Quad([0; W])
+    }
+    unsafe fn splat(x: u64) -> Self {
+        Quad([x; W])
+    }
+    unsafe fn load(p: &[u64; W]) -> Self {
+        Quad(*p)
+    }
+    unsafe fn store(self, p: &mut [u64; W]) {
+        *p = self.0
+    }
+    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
+        Quad(core::array::from_fn(|k| madd52lo(acc.0[k], b.0[k], c.0[k])))
+    }
+    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
+        Quad(core::array::from_fn(|k| madd52hi(acc.0[k], b.0[k], c.0[k])))
+    }
+    unsafe fn down(low: Self, high: Self) -> Self {
+        Quad([low.0[1], low.0[2], low.0[3], high.0[0]])
+    }
+    unsafe fn first(self) -> u64 {
+        self.0[0]
     }
 }
 
@@ -62,25 +166,29 @@ impl<const R: usize> Limbs<R> {
     fn set(&mut self, i: usize, v: u64) {
         self.0[i / W][i % W] = v;
     }
-
-    #[target_feature(enable = "avx")]
-    unsafe fn load(&self) -> [__m256i; R] {
-        core::array::from_fn(|r| _mm256_load_si256(self.0[r].as_ptr() as *const _))
-    }
 }
 
 /// The operands every multiplication of one exponentiation shares.
-struct Modulus<const R: usize> {
-    m: [__m256i; R],
+struct Modulus<V, const R: usize> {
+    m: [V; R],
     m0: u64,
     k0: u64,
     limbs: usize,
 }
 
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn powmod<const R: usize>(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
+/// The kernel, generic over the register type, compiled twice: for `Ymm` with the AVX-512
+/// target features, and for `Quad` without any (so the emulated build holds no AVX-512
+/// instruction and runs anywhere).
+macro_rules! kernel {
+    ($module:ident $(, #[$attr:meta])*) => {
+        mod $module {
+            use super::*;
+
+$(#[$attr])*
+pub(super) unsafe fn powmod<V: Lanes4, const R: usize>(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
+    let nl = Limbs::<R>::from(n);
     let md = Modulus {
-        m: Limbs::<R>::from(n).load(),
+        m: core::array::from_fn(|r| V::load(&nl.0[r])),
         m0: n[0],
         k0,
         limbs: n.len(),
@@ -97,7 +205,7 @@ unsafe fn powmod<const R: usize>(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e
     // Out of Montgomery form: AMM(acc, 1) ≤ n; n itself stands for 0.
     let r = amm(&acc, &Limbs::<R>::from(&[1]), &md);
     let out: Vec<u64> = (0..n.len()).map(|i| r.get(i)).collect();
-    super::radix52::reduce_once(&out, n)
+    super::super::radix52::reduce_once(&out, n)
 }
 
 /// Almost-Montgomery multiplication a·b·R⁻¹ mod m, normalised limbs in and out (inputs below
@@ -108,11 +216,11 @@ unsafe fn powmod<const R: usize>(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e
 /// arithmetic plus one lane read. (Computing that lane in scalar too, and adding the high
 /// halves before the shift from a copy of a one limb up, shortens the chains but needs a
 /// register more and ran 8% slower: the loop is bound by its IFMAs, not its latency.)
-#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-unsafe fn amm<const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulus<R>) -> Limbs<R> {
-    let av = a.load();
+$(#[$attr])*
+unsafe fn amm<V: Lanes4, const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulus<V, R>) -> Limbs<R> {
+    let av: [V; R] = core::array::from_fn(|r| V::load(&a.0[r]));
     let a0 = a.get(0);
-    let zero = _mm256_setzero_si256();
+    let zero = V::zero();
     let mut acc = [zero; R];
     let mut low: u64 = 0;
     for j in 0..md.limbs {
@@ -122,28 +230,28 @@ unsafe fn amm<const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulus<R>) -> Li
         let t = t + (md.m0 as u128) * (q as u128);
         // t ≡ 0 mod 2^52: what is left carries into the next limb, high halves included.
         low = (t >> 52) as u64;
-        let (bv, qv) = (_mm256_set1_epi64x(bj as i64), _mm256_set1_epi64x(q as i64));
-        let sum: [__m256i; R] = core::array::from_fn(|r| {
-            let v = _mm256_madd52lo_epu64(acc[r], av[r], bv);
-            _mm256_madd52lo_epu64(v, md.m[r], qv)
+        let (bv, qv) = (V::splat(bj), V::splat(q));
+        let sum: [V; R] = core::array::from_fn(|r| {
+            let v = V::madd_lo(acc[r], av[r], bv);
+            V::madd_lo(v, md.m[r], qv)
         });
         // One limb down: lane i of register r takes lane i + 1 (the next register's lane 0
         // for the last lane).
         acc = core::array::from_fn(|r| {
             let next = if r + 1 < R { sum[r + 1] } else { zero };
-            _mm256_alignr_epi64::<1>(next, sum[r])
+            V::down(sum[r], next)
         });
-        low += _mm256_extract_epi64::<0>(acc[0]) as u64;
+        low += acc[0].first();
         // High halves land one limb up from their low halves: after the shift, at the
         // multiplier's own index. Limb 0's are already in `low`.
         for (r, v) in acc.iter_mut().enumerate() {
-            let h = _mm256_madd52hi_epu64(*v, av[r], bv);
-            *v = _mm256_madd52hi_epu64(h, md.m[r], qv);
+            let h = V::madd_hi(*v, av[r], bv);
+            *v = V::madd_hi(h, md.m[r], qv);
         }
     }
     let mut out = Limbs([[0u64; W]; R]);
     for (reg, v) in out.0.iter_mut().zip(acc) {
-        _mm256_store_si256(reg.as_mut_ptr() as *mut _, v);
+        v.store(reg);
     }
     out.set(0, low);
     // Normalise: below 2m < R, so nothing carries out of the top limb.
@@ -155,6 +263,12 @@ unsafe fn amm<const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulus<R>) -> Li
     }
     out
 }
+        }
+    };
+}
+
+kernel!(avx512, #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]);
+kernel!(emulated);
 
 #[cfg(test)]
 mod tests {
@@ -176,18 +290,14 @@ mod tests {
         r52::reduce_once(&r52::amm(&acc, &one, n, k0), n)
     }
 
-    /// The horizontal kernel has no emulated build: on a CPU without IFMA this test is
-    /// ignored (skipped in the summary), never passed without running.
+    /// Both builds against the scalar reference: the emulated one on every CPU, the AVX-512
+    /// one where the CPU runs it.
     #[test]
-    #[cfg_attr(
-        not(ferrohsm_host_ifma),
-        ignore = "no AVX-512 IFMA on the CPU that built the tests"
-    )]
     fn matches_the_scalar_reference_at_every_size() {
-        assert!(
-            crate::engine::kernel::ifma::available(),
-            "the tests were built on a CPU with AVX-512 IFMA and run on one without: rebuild them here"
-        );
+        let mut kernels = vec![Kernel::Emulated];
+        if crate::engine::kernel::ifma::available() {
+            kernels.push(Kernel::Avx512);
+        }
         for limbs in [20usize, 40, 60, 80] {
             for seed in 0..4u64 {
                 // A random odd modulus just below R/256 (the kernels' bound) and bases up to
@@ -213,11 +323,14 @@ mod tests {
                     _ => base[limbs - 1] >>= 1,
                 }
                 for e in [3u64, 65537, (1 << 32) + 15, u64::MAX] {
-                    assert_eq!(
-                        powmod_public(&base, &n, k0, &rr, e),
-                        reference(&base, &n, k0, &rr, e),
-                        "{limbs} limbs, base {seed}, e = {e}"
-                    );
+                    let want = reference(&base, &n, k0, &rr, e);
+                    for &kernel in &kernels {
+                        assert_eq!(
+                            powmod_public(kernel, &base, &n, k0, &rr, e),
+                            want,
+                            "{kernel:?}: {limbs} limbs, base {seed}, e = {e}"
+                        );
+                    }
                 }
             }
         }

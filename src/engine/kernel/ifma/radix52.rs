@@ -5,6 +5,19 @@
 
 pub const MASK52: u64 = (1 << 52) - 1;
 
+/// acc + the low 52 bits of b·c (b and c taken at their low 52 bits), wrapping: one lane of
+/// `vpmadd52luq`, for the kernels' emulated builds.
+#[inline]
+pub fn madd52lo(acc: u64, b: u64, c: u64) -> u64 {
+    acc.wrapping_add(((b & MASK52) as u128 * (c & MASK52) as u128) as u64 & MASK52)
+}
+
+/// acc + bits 52..104 of b·c, wrapping: one lane of `vpmadd52huq`.
+#[inline]
+pub fn madd52hi(acc: u64, b: u64, c: u64) -> u64 {
+    acc.wrapping_add((((b & MASK52) as u128 * (c & MASK52) as u128) >> 52) as u64)
+}
+
 use zeroize::Zeroize;
 
 /// Little-endian 52-bit limbs of a big-endian byte string, into `out` (extra limbs zero).

@@ -6,7 +6,7 @@
 //! Constant time: fixed windows, every table entry read and selected with masks, no
 //! secret-dependent branch or index.
 
-use super::radix52::MASK52;
+use super::radix52::{madd52hi, madd52lo, MASK52};
 use core::arch::x86_64::*;
 use zeroize::{Zeroize, Zeroizing};
 
@@ -269,14 +269,10 @@ impl Simd for Emu {
         core::ptr::write(p as *mut [u64; LANES], self.0)
     }
     unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
-        Emu::map(acc, |k, a| {
-            a.wrapping_add(((b.0[k] & MASK52) as u128 * (c.0[k] & MASK52) as u128) as u64 & MASK52)
-        })
+        Emu::map(acc, |k, a| madd52lo(a, b.0[k], c.0[k]))
     }
     unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
-        Emu::map(acc, |k, a| {
-            a.wrapping_add((((b.0[k] & MASK52) as u128 * (c.0[k] & MASK52) as u128) >> 52) as u64)
-        })
+        Emu::map(acc, |k, a| madd52hi(a, b.0[k], c.0[k]))
     }
     unsafe fn add(a: Self, b: Self) -> Self {
         Emu::map(a, |k, x| x.wrapping_add(b.0[k]))

@@ -12,12 +12,13 @@
 //! as in OpenSSL's AMM x1 routines: the chain per step is a few scalar operations and one lane
 //! read, short enough that the IFMAs, not the chain, set the pace.
 //!
-//! The kernel is written once over `Lanes4` and compiled twice, like the vertical kernels: on
-//! AVX-512 IFMA registers, and emulated in plain integers (`Quad`) so its tests and the
-//! emulated family's lone checks run on every CPU.
+//! The kernel is written once over the vertical kernels' registers (`Simd`, with `Lanes4`'s
+//! two lane moves) and compiled twice, like them: on AVX-512 IFMA registers, and emulated in
+//! plain integers (`Emu` at four lanes) so its tests and the emulated family's lone checks run
+//! on every CPU.
 
-use super::radix52::{madd52hi, madd52lo, MASK52};
-use super::vertical::Kernel;
+use super::radix52::MASK52;
+use super::vertical::{Emu, Kernel, Simd, Ymm};
 use core::arch::x86_64::*;
 
 /// Limbs per register.
@@ -51,57 +52,15 @@ pub fn powmod_public(kernel: Kernel, base: &[u64], n: &[u64], k0: u64, rr: &[u64
     run!(5 10 15 20)
 }
 
-/// A register of four 64-bit lanes with the operations the check uses. The methods of `Ymm`
-/// need AVX-512 F, IFMA and VL: callers guarantee them.
-trait Lanes4: Copy {
-    unsafe fn zero() -> Self;
-    unsafe fn splat(x: u64) -> Self;
-    unsafe fn load(p: &[u64; W]) -> Self;
-    unsafe fn store(self, p: &mut [u64; W]);
-    /// acc + low 52 bits of b·c, per lane (b and c use their low 52 bits).
-    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self;
-    /// acc + bits 52..104 of b·c, per lane.
-    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self;
+/// The vertical kernels' registers (`Simd`) at four lanes, with the two moves across lanes the
+/// check needs besides. `Ymm`'s methods need AVX-512 F, IFMA and VL: callers guarantee them.
+trait Lanes4: Simd {
     /// Lanes 1..4 of `low`, then lane 0 of `high`: one limb down across two registers.
     unsafe fn down(low: Self, high: Self) -> Self;
     unsafe fn first(self) -> u64;
 }
 
-#[derive(Clone, Copy)]
-struct Ymm(__m256i);
-
 impl Lanes4 for Ymm {
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    unsafe fn zero() -> Self {
-        Ymm(_mm256_setzero_si256())
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    unsafe fn splat(x: u64) -> Self {
-        Ymm(_mm256_set1_epi64x(x as i64))
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    unsafe fn load(p: &[u64; W]) -> Self {
-        // `Limbs` is 32-byte aligned, and so is each of its registers.
-        Ymm(_mm256_load_si256(p.as_ptr() as *const _))
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    unsafe fn store(self, p: &mut [u64; W]) {
-        _mm256_store_si256(p.as_mut_ptr() as *mut _, self.0)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
-        Ymm(_mm256_madd52lo_epu64(acc.0, b.0, c.0))
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
-        Ymm(_mm256_madd52hi_epu64(acc.0, b.0, c.0))
-    }
     #[inline]
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     unsafe fn down(low: Self, high: Self) -> Self {
@@ -115,30 +74,11 @@ impl Lanes4 for Ymm {
 }
 
 /// Four lanes in plain integers: the emulated build.
-#[derive(Clone, Copy)]
-struct Quad([u64; W]);
+type Quad = Emu<W>;
 
 impl Lanes4 for Quad {
-    unsafe fn zero() -> Self {
-        Quad([0; W])
-    }
-    unsafe fn splat(x: u64) -> Self {
-        Quad([x; W])
-    }
-    unsafe fn load(p: &[u64; W]) -> Self {
-        Quad(*p)
-    }
-    unsafe fn store(self, p: &mut [u64; W]) {
-        *p = self.0
-    }
-    unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
-        Quad(core::array::from_fn(|k| madd52lo(acc.0[k], b.0[k], c.0[k])))
-    }
-    unsafe fn madd_hi(acc: Self, b: Self, c: Self) -> Self {
-        Quad(core::array::from_fn(|k| madd52hi(acc.0[k], b.0[k], c.0[k])))
-    }
     unsafe fn down(low: Self, high: Self) -> Self {
-        Quad([low.0[1], low.0[2], low.0[3], high.0[0]])
+        Emu([low.0[1], low.0[2], low.0[3], high.0[0]])
     }
     unsafe fn first(self) -> u64 {
         self.0[0]
@@ -188,7 +128,7 @@ $(#[$attr])*
 pub(super) unsafe fn powmod<V: Lanes4, const R: usize>(base: &[u64], n: &[u64], k0: u64, rr: &[u64], e: u64) -> Vec<u64> {
     let nl = Limbs::<R>::from(n);
     let md = Modulus {
-        m: core::array::from_fn(|r| V::load(&nl.0[r])),
+        m: core::array::from_fn(|r| V::load(nl.0[r].as_ptr())),
         m0: n[0],
         k0,
         limbs: n.len(),
@@ -218,7 +158,7 @@ pub(super) unsafe fn powmod<V: Lanes4, const R: usize>(base: &[u64], n: &[u64], 
 /// register more and ran 8% slower: the loop is bound by its IFMAs, not its latency.)
 $(#[$attr])*
 unsafe fn amm<V: Lanes4, const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulus<V, R>) -> Limbs<R> {
-    let av: [V; R] = core::array::from_fn(|r| V::load(&a.0[r]));
+    let av: [V; R] = core::array::from_fn(|r| V::load(a.0[r].as_ptr()));
     let a0 = a.get(0);
     let zero = V::zero();
     let mut acc = [zero; R];
@@ -251,7 +191,7 @@ unsafe fn amm<V: Lanes4, const R: usize>(a: &Limbs<R>, b: &Limbs<R>, md: &Modulu
     }
     let mut out = Limbs([[0u64; W]; R]);
     for (reg, v) in out.0.iter_mut().zip(acc) {
-        v.store(reg);
+        v.store(reg.as_mut_ptr());
     }
     out.set(0, low);
     // Normalise: below 2m < R, so nothing carries out of the top limb.

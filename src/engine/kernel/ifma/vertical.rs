@@ -31,10 +31,10 @@ pub enum Kernel {
 
 /// A register of 64-bit lanes with the IFMA operations the kernels use. The methods of the
 /// AVX-512 types need AVX-512 F, IFMA and VL: callers guarantee them (`available()`).
-trait Simd: Copy {
+pub(super) trait Simd: Copy {
     unsafe fn zero() -> Self;
     unsafe fn splat(x: u64) -> Self;
-    /// Loads `LANES` words from 64-byte-aligned memory.
+    /// Loads the register's lanes from memory aligned to its width.
     unsafe fn load(p: *const u64) -> Self;
     unsafe fn store(self, p: *mut u64);
     /// acc + low 52 bits of b·c, per lane (b and c use their low 52 bits).
@@ -88,7 +88,7 @@ macro_rules! simd_impl {
      $cmpeq:ident, $cmpneq:ident, $movmask:ident, $m:literal) => {
         // $lanes lanes of 64 bits.
         #[derive(Clone, Copy)]
-        struct $name($t);
+        pub(super) struct $name(pub(super) $t);
 
         impl Simd for $name {
             #[inline]
@@ -238,11 +238,12 @@ simd_impl!(
     "x"
 );
 
-/// Eight lanes in plain integers, branch-free like the instructions they stand for.
+/// `K` lanes in plain integers (eight for the vertical kernels, four for the horizontal one),
+/// branch-free like the instructions they stand for.
 #[derive(Clone, Copy)]
-struct Emu([u64; LANES]);
+pub(super) struct Emu<const K: usize = LANES>(pub(super) [u64; K]);
 
-impl Emu {
+impl<const K: usize> Emu<K> {
     fn map(a: Self, f: impl Fn(usize, u64) -> u64) -> Self {
         Emu(core::array::from_fn(|k| f(k, a.0[k])))
     }
@@ -255,18 +256,18 @@ fn nonzero_mask(x: u64) -> u64 {
     core::hint::black_box(((x | x.wrapping_neg()) >> 63).wrapping_neg())
 }
 
-impl Simd for Emu {
+impl<const K: usize> Simd for Emu<K> {
     unsafe fn zero() -> Self {
-        Emu([0; LANES])
+        Emu([0; K])
     }
     unsafe fn splat(x: u64) -> Self {
-        Emu([x; LANES])
+        Emu([x; K])
     }
     unsafe fn load(p: *const u64) -> Self {
-        Emu(core::ptr::read(p as *const [u64; LANES]))
+        Emu(core::ptr::read(p as *const [u64; K]))
     }
     unsafe fn store(self, p: *mut u64) {
-        core::ptr::write(p as *mut [u64; LANES], self.0)
+        core::ptr::write(p as *mut [u64; K], self.0)
     }
     unsafe fn madd_lo(acc: Self, b: Self, c: Self) -> Self {
         Emu::map(acc, |k, a| madd52lo(a, b.0[k], c.0[k]))

@@ -329,12 +329,7 @@ mod tests {
 
     #[test]
     fn kernel_matches_reference_for_every_size_and_batch_width() {
-        // The emulated build everywhere; the AVX-512 build where the CPU has it.
-        let mut kernels = vec![Kernel::Emulated];
-        if crate::engine::kernel::ifma::available() {
-            kernels.push(Kernel::Avx512);
-        }
-        for kernel in kernels {
+        for kernel in Kernel::on_this_cpu() {
             compare_with_reference(kernel);
         }
     }

@@ -234,10 +234,7 @@ mod tests {
     /// one where the CPU runs it.
     #[test]
     fn matches_the_scalar_reference_at_every_size() {
-        let mut kernels = vec![Kernel::Emulated];
-        if crate::engine::kernel::ifma::available() {
-            kernels.push(Kernel::Avx512);
-        }
+        let kernels = Kernel::on_this_cpu();
         for limbs in [20usize, 40, 60, 80] {
             for seed in 0..4u64 {
                 // A random odd modulus just below R/256 (the kernels' bound) and bases up to

@@ -29,6 +29,19 @@ pub enum Kernel {
     Emulated,
 }
 
+impl Kernel {
+    /// The builds a test can run on this CPU: the emulated one everywhere, the AVX-512 one
+    /// where the CPU has it.
+    #[cfg(test)]
+    pub(crate) fn on_this_cpu() -> Vec<Kernel> {
+        let mut kernels = vec![Kernel::Emulated];
+        if available() {
+            kernels.push(Kernel::Avx512);
+        }
+        kernels
+    }
+}
+
 /// A register of 64-bit lanes with the IFMA operations the kernels use. The methods of the
 /// AVX-512 types need AVX-512 F, IFMA and VL: callers guarantee them (`available()`).
 pub(super) trait Simd: Copy {

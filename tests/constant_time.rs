@@ -3,7 +3,8 @@
 //! is reported as a use of an uninitialised value. Covered, for every kernel family in the
 //! registry (`Family::private_op_for_ct`; the reference, the rsa crate, excepted): key
 //! preparation, input reduction, the modular exponentiation with its table selection, Garner
-//! recombination, output serialisation. Where valgrind cannot execute a family's instructions
+//! recombination, output serialisation, and the check where it reads the secrets
+//! (`Family::check_for_ct`: the four-lane families check modulo the primes). Where valgrind cannot execute a family's instructions
 //! (AVX-512) the family runs its emulated build: the same generic code with each such
 //! instruction replaced by branch-free integer code.
 //!
@@ -163,7 +164,7 @@ fn payload(keys: &[KeyComponents]) {
                 }
             }
         }
-        let mut signed = 0;
+        let (mut signed, mut checked) = (0, 0);
         for batch in &batches {
             let jobs: Vec<(&KeyForm, &[u8])> = batch
                 .iter()
@@ -186,12 +187,25 @@ fn payload(keys: &[KeyComponents]) {
                 assert!(back == want, "{}: signature {i} does not verify", family.name());
                 signed += 1;
             }
+            // The check, where it reads the secrets (modulo the primes): only its verdicts,
+            // declassified here, may depend on them.
+            if let Some(verdicts) = family.check_for_ct(&jobs, &sigs) {
+                let verdicts: Vec<u8> = verdicts.into_iter().map(u8::from).collect();
+                valgrind::defined(&verdicts);
+                assert!(
+                    verdicts.iter().all(|&v| v == 1),
+                    "{}: a right signature failed the check",
+                    family.name()
+                );
+                checked += verdicts.len();
+            }
         }
         if signed == 0 {
             println!("ct payload {}: no constant-time build", family.name());
         } else {
             println!(
-                "ct payload {}: {} keys prepared, {signed} signatures made and verified",
+                "ct payload {}: {} keys prepared, {signed} signatures made and verified, {checked} \
+                 checked modulo the primes",
                 family.name(),
                 keys.len()
             );
@@ -272,6 +286,14 @@ fn private_key_path_is_constant_time_under_valgrind() {
             "the payload did not run to the end for {}:\n{stdout}\n{stderr}",
             family.name()
         );
+        // The four-lane families check modulo the primes: every signature's check ran too.
+        if ["avx2", "fma"].contains(&family.name()) && family.available() {
+            let line = format!(
+                "ct payload {}: 4 keys prepared, 8 signatures made and verified, 8 checked",
+                family.name()
+            );
+            assert!(stdout.contains(&line), "{line}\n{stdout}");
+        }
     }
 
     let (ok, stdout, stderr) = run_under_valgrind("leak", &path);

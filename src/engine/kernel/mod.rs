@@ -73,6 +73,13 @@ pub trait Family: Sync {
     /// CPU). None: the family's constant time is not this crate's to prove (the reference, the
     /// `rsa` crate, has its own).
     fn private_op_for_ct(&self, jobs: &[(&KeyForm, &[u8])]) -> Option<Vec<Zeroizing<Vec<u8>>>>;
+    /// For the same proof: the public-key check of `sigs` (results of `private_op_for_ct`),
+    /// where it reads the key's secrets (the four-lane families check modulo the primes); its
+    /// verdicts are the one thing it makes public. None where the check reads public values
+    /// only.
+    fn check_for_ct(&self, _jobs: &[(&KeyForm, &[u8])], _sigs: &[Zeroizing<Vec<u8>>]) -> Option<Vec<bool>> {
+        None
+    }
 }
 
 /// Every family compiled in, in order of preference (fastest first). The last one is the

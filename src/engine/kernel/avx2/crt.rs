@@ -5,12 +5,7 @@
 //! `vertical.rs`) and the fma family's floating-point one (radix 2^51, `fma/vertical.rs`).
 
 use super::limbs::{self, MAX_SCALAR};
-use super::vertical::{LaneInput, PublicLane, LANES};
-use crate::engine::kernel::scalar::exp::check_public;
-use crate::engine::kernel::scalar::key::Modulus;
-use crate::engine::kernel::scalar::limbs as scalar_limbs;
-use crate::engine::kernel::scalar::mulx::Mulx;
-use crate::engine::kernel::scalar::Arith;
+use super::vertical::{CheckLane, LaneInput, LANES};
 use crate::engine::{bit_len, strip_zeros, KeyComponents};
 use std::marker::PhantomData;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
@@ -28,8 +23,6 @@ pub trait Lanes: 'static {
     /// Limb counts of a prime with a compiled kernel (batch classes, for RSA-1024, 2048, 3072
     /// and 4096), each with R = 2^(W·L) ≥ 4p for the primes of its class.
     const LIMB_COUNTS: [usize; 4];
-    /// Per class, the check's limbs and radix for the modulus (R ≥ 4n).
-    const CHECK: [(usize, u32); 4];
     /// The known-answer digests (`kat.rs`), computed independently.
     const KAT_DIGESTS: [&'static str; 8];
     /// Whether this CPU runs the kernel.
@@ -43,8 +36,9 @@ pub trait Lanes: 'static {
     /// base^exp mod m for every lane (at most `LANES`), fully reduced, at the limb count of
     /// `class`; `exp_bits` (public) bounds every lane's exponent.
     fn modexp(class: usize, lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>>;
-    /// base^e mod n for every lane (public values), at the check size of `class`.
-    fn powmod_public(class: usize, lanes: &[PublicLane]) -> Vec<Vec<u64>>;
+    /// s^e·R and c·R mod m for every lane (`exp::check_residues`), at the limb count of
+    /// `class`.
+    fn check_residues(class: usize, lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)>;
     /// For `benches/rsa_stages.rs`: TSC cycles of one multiplication, one squaring and one
     /// table scan at the limb count of `class` (minimum over `reps` timed runs).
     #[doc(hidden)]
@@ -82,21 +76,13 @@ pub struct CrtKey<K: Lanes> {
     pub q: Half,
     /// qInv·R mod p: Garner's product as one Montgomery multiplication.
     pub qinv_r: Vec<u64>,
-    /// The public key in the check's radix (`CHECK[class]`).
-    #[zeroize(skip)]
-    pub n: Vec<u64>,
-    #[zeroize(skip)]
-    pub n_k0: u64,
-    #[zeroize(skip)]
-    pub n_rr: Vec<u64>,
     #[zeroize(skip)]
     pub e: u64,
     #[zeroize(skip)]
     pub modulus_len: usize,
-    /// The public modulus in 64-bit limbs for the check on the mulx arithmetic, where this CPU
-    /// has it and it serves the size (see `verify_batch`).
+    /// The public modulus, big-endian without leading zeros.
     #[zeroize(skip)]
-    pub n64: Option<Modulus>,
+    pub n_be: Vec<u8>,
     #[zeroize(skip)]
     kernel: PhantomData<fn() -> K>,
 }
@@ -150,32 +136,16 @@ impl<K: Lanes> CrtKey<K> {
         limbs::reduce_once(&mut qinv_r, &p.m, w, &mut scratch);
         qinv.zeroize();
         scratch.zeroize();
-        let (nl, nw) = K::CHECK[class];
-        let mut n = vec![0u64; nl];
-        limbs::from_be_bytes(strip_zeros(&c.modulus), nw, &mut n);
-        let [_, n_rr, _] = limbs::powers_of_r(&n, nw);
-        let n64 = {
-            let bytes = strip_zeros(&c.modulus);
-            let words = bytes.len().div_ceil(8);
-            (Mulx::available() && Mulx::serves_limbs(words / 2) && words.is_multiple_of(2)).then(|| {
-                let mut m = vec![0u64; words];
-                scalar_limbs::from_be_bytes(bytes, &mut m);
-                Modulus::new(m)
-            })
-        };
         Some(CrtKey {
-            n64,
             class,
             limbs,
             prime_bits: pb,
-            n_k0: limbs::mont_k0(n[0], nw),
-            n,
-            n_rr,
             e: e.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
             p,
             q,
             qinv_r,
             modulus_len: bit_len(&c.modulus).div_ceil(8),
+            n_be: strip_zeros(&c.modulus).to_vec(),
             kernel: PhantomData,
         })
     }
@@ -265,51 +235,61 @@ pub fn private_op_unchecked<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])]) -> Vec<Zeroi
     results
 }
 
-/// s^e mod n == input for every job: one by one on the mulx arithmetic where the keys have
-/// its form (a lone 2048-bit check there takes 48 k TSC cycles on a Zen 3, where two on the
-/// vector kernel, whose 74-limb lanes are half empty, take 144 k: `benches/rsa_stages.rs`),
-/// else on the vector kernel.
-pub fn verify_batch<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
-    let moduli: Option<Vec<&Modulus>> = jobs.iter().map(|(k, _)| k.n64.as_ref()).collect();
-    match moduli {
-        Some(moduli) => jobs
-            .iter()
-            .zip(sigs)
-            .zip(moduli)
-            .map(|(((k, input), s), n)| check_public::<Mulx>(n, k.e, k.modulus_len, input, s))
-            .collect(),
-        None => verify_batch_vector(jobs, sigs),
-    }
+/// Whether big-endian `x` is below big-endian `n` (public values; n has no leading zeros).
+fn below(x: &[u8], n: &[u8]) -> bool {
+    let x = strip_zeros(x);
+    x.len() < n.len() || (x.len() == n.len() && x < n)
 }
 
-/// s^e mod n == input for every job, on the vector kernel.
-pub fn verify_batch_vector<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
+/// s^e mod n == input for every job, each signature s and input c below n: by the Chinese
+/// remainder theorem, s^e ≡ c modulo p and modulo q, checked on the kernel with the two primes
+/// of every signature as lanes, as it signed them. Half-size operations: a quarter of the
+/// products of each step, two lanes a signature (a 2048-bit check on the mulx arithmetic
+/// took 50 k TSC cycles a signature on a Zen 3, both primes' on the kernel: see
+/// docs/performance.md).
+pub fn verify_batch<K: Lanes>(jobs: &[(&CrtKey<K>, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Vec<bool> {
     let class = jobs[0].0.class;
-    let (nl, nw) = K::CHECK[class];
-    let bases: Vec<Vec<u64>> = sigs
+    let mut verdict: Vec<bool> = jobs
         .iter()
-        .map(|s| {
-            let mut v = vec![0u64; nl];
-            limbs::from_be_bytes(s, nw, &mut v);
-            v
+        .zip(sigs)
+        .map(|((k, c), s)| s.len() == k.modulus_len && below(s, &k.n_be) && below(c, &k.n_be))
+        .collect();
+    let mut splits: Vec<[(Vec<u64>, Vec<u64>); 2]> = jobs
+        .iter()
+        .zip(sigs)
+        .zip(&verdict)
+        .map(|(((k, c), s), &ok)| {
+            let zero: &[u8] = &[];
+            let (s, c) = if ok { (&s[..], *c) } else { (zero, zero) };
+            [k.split_input(s), k.split_input(c)]
         })
         .collect();
-    let lanes: Vec<PublicLane> = jobs
-        .iter()
-        .zip(&bases)
-        .map(|((k, _), b)| PublicLane {
-            base: b,
-            n: &k.n,
-            k0: k.n_k0,
-            rr: &k.n_rr,
-            e: k.e,
-        })
-        .collect();
-    let back = K::powmod_public(class, &lanes);
-    jobs.iter()
-        .zip(back)
-        .map(|((k, input), r)| limbs::to_be_bytes(&r, nw, k.modulus_len) == *input)
-        .collect()
+    let mut lanes = Vec::with_capacity(2 * jobs.len());
+    for ((key, _), [s, c]) in jobs.iter().zip(&splits) {
+        for h in [&key.p, &key.q] {
+            lanes.push(CheckLane {
+                s: (&s.0, &s.1),
+                c: (&c.0, &c.1),
+                m: &h.m,
+                k0: h.k0,
+                rr: &h.rr,
+                rrr: &h.rrr,
+                e: key.e,
+            });
+        }
+    }
+    let mut residues = K::check_residues(class, &lanes);
+    for (i, v) in verdict.iter_mut().enumerate() {
+        let equal = |(y, z): &(Vec<u64>, Vec<u64>)| y.iter().zip(z).fold(0, |d, (a, b)| d | (a ^ b)) == 0;
+        *v &= equal(&residues[2 * i]) & equal(&residues[2 * i + 1]);
+    }
+    drop(lanes);
+    for (y, z) in residues.iter_mut() {
+        y.zeroize();
+        z.zeroize();
+    }
+    splits.zeroize();
+    verdict
 }
 
 /// The CRT layer's tests, run for each kernel by `four_lane_tests!` (`avx2::tests`,
@@ -333,6 +313,11 @@ pub(crate) mod tests {
             #[test]
             fn kernel_matches_reference_for_every_size_and_batch_width() {
                 $crate::engine::kernel::avx2::crt::tests::kernel_matches_reference_for_every_size_and_batch_width::<$k>();
+            }
+
+            #[test]
+            fn the_check_refuses_every_wrong_result() {
+                $crate::engine::kernel::avx2::crt::tests::the_check_refuses_every_wrong_result::<$k>();
             }
 
             #[test]
@@ -370,7 +355,7 @@ pub(crate) mod tests {
     }
 
     /// Every size, one and two signatures per call, mixed keys, edge inputs: the kernel's
-    /// signatures equal the reference's, pass the check, and a wrong one fails both checks.
+    /// signatures equal the reference's and pass the check.
     pub(crate) fn kernel_matches_reference_for_every_size_and_batch_width<K: Lanes>() {
         if !K::available() {
             eprintln!("this CPU does not run the {} kernel", K::NAME);
@@ -429,27 +414,119 @@ pub(crate) mod tests {
                 }
             }
             assert!(compared >= 16, "RSA-{bits}: only {compared} results compared");
-            // A wrong result never passes the check, alone or beside a right one.
-            let job = [(&crt[0], inputs[7].as_slice()), (&crt[1], inputs[8].as_slice())];
-            let mut sigs = private_op_unchecked(&job);
-            let good = sigs[1].clone();
-            sigs[0][k / 2] ^= 4;
-            let checked = verify_batch(&job, &sigs);
-            assert!(!checked[0]);
+        }
+    }
+
+    /// Big-endian a + b at `len` bytes (the sum must fit).
+    fn add_be(a: &[u8], b: &[u8], len: usize) -> Vec<u8> {
+        let (mut out, mut carry) = (vec![0u8; len], 0u16);
+        for i in 0..len {
+            let at = |x: &[u8]| if i < x.len() { x[x.len() - 1 - i] as u16 } else { 0 };
+            let t = at(a) + at(b) + carry;
+            out[len - 1 - i] = t as u8;
+            carry = t >> 8;
+        }
+        assert_eq!(carry, 0, "the sum does not fit");
+        out
+    }
+
+    /// Big-endian a − b at a's length (a ≥ b).
+    fn sub_be(a: &[u8], b: &[u8]) -> Vec<u8> {
+        let (mut out, mut borrow) = (a.to_vec(), 0i16);
+        for i in 0..a.len() {
+            let bi = if i < b.len() { b[b.len() - 1 - i] as i16 } else { 0 };
+            let t = a[a.len() - 1 - i] as i16 - bi - borrow;
+            out[a.len() - 1 - i] = t.rem_euclid(256) as u8;
+            borrow = (t < 0) as i16;
+        }
+        assert_eq!(borrow, 0);
+        out
+    }
+
+    /// The check's verdicts on right and wrong results, as a table, each against the verdict of
+    /// an independent implementation (the rsa crate: s below n, of the modulus length, and
+    /// s^e mod n equal to the input): wrong in a low bit or a high one, right modulo one prime
+    /// only (a fault in one CRT half), right modulo both but not below n, an input not below
+    /// n, a length off by one; alone and beside a right result of another key, in both places.
+    pub(crate) fn the_check_refuses_every_wrong_result<K: Lanes>() {
+        if !K::available() {
+            eprintln!("this CPU does not run the {} kernel", K::NAME);
+            return;
+        }
+        for bits in [1024usize, 2048] {
+            let keys: Vec<_> = (0..2).map(|_| key(bits)).collect();
+            let crt: Vec<CrtKey<K>> = keys.iter().map(|(c, _)| CrtKey::new(c).unwrap()).collect();
+            let k = bits / 8;
+            let c0 = &keys[0].0;
+            let n = strip_zeros(&c0.modulus).to_vec();
+            let below_n = |x: Vec<u8>| {
+                if x.as_slice() >= n.as_slice() {
+                    sub_be(&x, &n)
+                } else {
+                    x
+                }
+            };
+            let mut input = vec![0x6bu8; k];
+            input[0] = 0x01;
+            let sig = private_op_unchecked(&[(&crt[0], input.as_slice())])
+                .remove(0)
+                .to_vec();
+            let one = add_be(&[1], &[], k);
+            let flip = |at: usize| {
+                let mut s = sig.clone();
+                s[at] ^= 0x10;
+                s
+            };
+            let mut padded_sig = vec![0u8];
+            padded_sig.extend_from_slice(&sig);
+            let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+                ("right", sig.clone(), input.clone()),
+                ("one, whose e-th power is one", one.clone(), one.clone()),
+                ("a low bit flipped", flip(k - 3), input.clone()),
+                ("a high bit flipped", flip(1), input.clone()),
+                (
+                    "right modulo q only",
+                    below_n(add_be(&sig, &c0.prime_2, k)),
+                    input.clone(),
+                ),
+                (
+                    "right modulo p only",
+                    below_n(add_be(&sig, &c0.prime_1, k)),
+                    input.clone(),
+                ),
+                (
+                    "one plus n: right modulo both primes, not below n",
+                    add_be(&one, &n, k),
+                    one.clone(),
+                ),
+                ("an input of one plus n", one.clone(), add_be(&one, &n, k)),
+                ("a byte too short", sig[1..].to_vec(), input.clone()),
+                ("a leading zero byte too long", padded_sig, input.clone()),
+            ];
+            let mut wrong = 0;
+            let other_input = vec![0x22u8; k];
+            let other = private_op_unchecked(&[(&crt[1], other_input.as_slice())]).remove(0);
+            for (name, s, c) in &cases {
+                let independent = s.len() == k && keys[0].1.public_op(s).map(|r| r == *c).unwrap_or(false);
+                wrong += !independent as usize;
+                let s = Zeroizing::new(s.clone());
+                let alone = verify_batch(&[(&crt[0], c.as_slice())], std::slice::from_ref(&s));
+                assert_eq!(alone, [independent], "RSA-{bits}, {name}, alone");
+                let first = verify_batch(
+                    &[(&crt[0], c.as_slice()), (&crt[1], other_input.as_slice())],
+                    &[s.clone(), other.clone()],
+                );
+                assert_eq!(first, [independent, true], "RSA-{bits}, {name}, first of two");
+                let second = verify_batch(
+                    &[(&crt[1], other_input.as_slice()), (&crt[0], c.as_slice())],
+                    &[other.clone(), s.clone()],
+                );
+                assert_eq!(second, [true, independent], "RSA-{bits}, {name}, second of two");
+            }
             assert_eq!(
-                verify_batch_vector(&job, &sigs),
-                checked,
-                "RSA-{bits}: the two checks"
-            );
-            assert!(verify_batch_vector(&job, &[good.clone(), good.clone()])[1] == checked[1]);
-            assert_eq!(
-                checked[1],
-                keys[1]
-                    .1
-                    .inner
-                    .private_op_checked(&inputs[8], k)
-                    .map(|r| *r == *good)
-                    .unwrap_or(false)
+                wrong,
+                cases.len() - 2,
+                "RSA-{bits}: every case but the right ones is wrong"
             );
         }
     }

@@ -6,7 +6,7 @@
 //! is a function compiled for its kernel's CPU features; one call costs nothing next to an
 //! operation (hundreds to thousands of cycles).
 
-use super::vertical::{LaneInput, PublicLane, LANES, WINDOW};
+use super::vertical::{CheckLane, LaneInput, LANES, WINDOW};
 use std::arch::x86_64::*;
 use zeroize::Zeroize;
 
@@ -148,12 +148,7 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
         let mut lo = A::load(n, &|k| lanes[k].lo);
         let mut hi = A::load(n, &|k| lanes[k].hi);
         let one = A::one();
-        // Montgomery form of the base: lo·R + hi·R² = base·R, each term below 2m; the sum
-        // once reduced by 2m is below 2m.
-        let m2 = A::add_norm(&m, &m);
-        A::amm(&mut lo, &rr, &m, k0, &mut s);
-        A::amm(&mut hi, &rrr, &m, k0, &mut s);
-        let mut x = A::csub(&A::add_norm(&lo, &hi), &m2);
+        let mut x = montgomery_form::<A, L>(&mut lo, &mut hi, &rr, &rrr, &m, k0, &mut s);
         let mut table = A::table();
         let mut entry = rr;
         A::amm(&mut entry, &one, &m, k0, &mut s);
@@ -191,45 +186,91 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
     }
 }
 
-/// base^e mod n for every lane (public values: the check of every result before release).
+/// Montgomery form of lo + hi·R in every lane (lo < R, hi < m): lo·R + hi·R², each term
+/// below 2m, the sum reduced by 2m once, below 2m. `lo` and `hi` are overwritten.
 ///
 /// # Safety
 /// The CPU runs `A`'s kernel and AVX2.
-pub(crate) unsafe fn powmod_public<A: Arith<L>, const L: usize>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+unsafe fn montgomery_form<A: Arith<L>, const L: usize>(
+    lo: &mut A::Num,
+    hi: &mut A::Num,
+    rr: &A::Num,
+    rrr: &A::Num,
+    m: &A::Num,
+    k0: A::K0,
+    s: &mut A::Scratch,
+) -> A::Num {
+    // SAFETY: the caller checked the CPU's features.
+    unsafe {
+        A::amm(lo, rr, m, k0, s);
+        A::amm(hi, rrr, m, k0, s);
+        A::csub(&A::add_norm(lo, hi), &A::add_norm(m, m))
+    }
+}
+
+/// s^e·R and c·R mod m of every lane, both fully reduced, so equal exactly where
+/// s^e ≡ c (mod m): the check of a signature s of an input c modulo each prime of its key
+/// (`crt::verify_batch`). The prime is secret, so this runs in time independent of it, as the
+/// private exponentiation does; s, c and e are public, and e's bits choose the products.
+///
+/// # Safety
+/// The CPU runs `A`'s kernel and AVX2.
+pub(crate) unsafe fn check_residues<A: Arith<L>, const L: usize>(
+    lanes: &[CheckLane],
+) -> Vec<(Vec<u64>, Vec<u64>)> {
     assert!(!lanes.is_empty() && lanes.len() <= LANES);
     // SAFETY (every call below): the caller checked the CPU's features.
     unsafe {
         let mut s = A::scratch();
-        let count = lanes.len();
-        let n = A::load(count, &|k| lanes[k].n);
-        let k0 = A::k0(count, &|k| lanes[k].k0);
-        let rr = A::load(count, &|k| lanes[k].rr);
-        let mut x = A::load(count, &|k| lanes[k].base);
-        let one = A::one();
-        A::amm(&mut x, &rr, &n, k0, &mut s);
-        let mut acc = rr;
-        A::amm(&mut acc, &one, &n, k0, &mut s);
-        // The longest exponent sets the count; a lane takes the product where its bit is set.
-        let bits = 64 - lanes.iter().map(|l| l.e).max().unwrap_or(0).leading_zeros() as usize;
-        for b in (0..bits).rev() {
-            A::ams(&mut acc, &n, k0, &mut s);
-            // The exponents are public: where no lane has the bit (65537's fifteen zeros), the
-            // product is skipped; where some lanes have it, they take it under a mask.
+        let n = lanes.len();
+        let m = A::load(n, &|k| lanes[k].m);
+        let k0 = A::k0(n, &|k| lanes[k].k0);
+        let rr = A::load(n, &|k| lanes[k].rr);
+        let rrr = A::load(n, &|k| lanes[k].rrr);
+        let [mut lo, mut hi] = [A::load(n, &|k| lanes[k].s.0), A::load(n, &|k| lanes[k].s.1)];
+        let mut x = montgomery_form::<A, L>(&mut lo, &mut hi, &rr, &rrr, &m, k0, &mut s);
+        let [mut lo, mut hi] = [A::load(n, &|k| lanes[k].c.0), A::load(n, &|k| lanes[k].c.1)];
+        let mut c = montgomery_form::<A, L>(&mut lo, &mut hi, &rr, &rrr, &m, k0, &mut s);
+        // x^e by squarings from the top bit down; a lane takes the product where its bit is
+        // set (under a mask where some lanes have it and others not).
+        let mut acc = x;
+        let top = lanes.iter().map(|l| l.e).max().unwrap_or(1).max(1);
+        let bits = 64 - top.leading_zeros() as usize;
+        // Lanes whose exponent is shorter than the longest start from R (one in Montgomery
+        // form) and take x at their own top bit.
+        let mut one_r = rr;
+        if lanes.iter().any(|l| (l.e >> (bits - 1)) & 1 == 0) {
+            A::amm(&mut one_r, &A::one(), &m, k0, &mut s);
+            let short = per_lane(n, &|k| (((lanes[k].e >> (bits - 1)) & 1) ^ 1).wrapping_neg());
+            A::take(&mut acc, &one_r, short);
+        }
+        for b in (0..bits - 1).rev() {
+            A::ams(&mut acc, &m, k0, &mut s);
             let set = lanes.iter().filter(|l| (l.e >> b) & 1 == 1).count();
             if set == 0 {
                 continue;
             }
             let mut t = acc;
-            A::amm(&mut t, &x, &n, k0, &mut s);
+            A::amm(&mut t, &x, &m, k0, &mut s);
             if set == lanes.len() {
                 acc = t;
-                continue;
+            } else {
+                let bit = per_lane(n, &|k| ((lanes[k].e >> b) & 1).wrapping_neg());
+                A::take(&mut acc, &t, bit);
             }
-            let bit = per_lane(count, &|k| (lanes[k].e >> b) & 1);
-            A::take(&mut acc, &t, _mm256_sub_epi64(_mm256_setzero_si256(), bit));
+            t.zeroize();
         }
-        A::amm(&mut acc, &one, &n, k0, &mut s);
-        used_lanes(A::store(&A::csub(&acc, &n)), count)
+        let [mut y, mut z] = [A::csub(&acc, &m), A::csub(&c, &m)];
+        let out = used_lanes(A::store(&y), n)
+            .into_iter()
+            .zip(used_lanes(A::store(&z), n))
+            .collect();
+        for v in [
+            &mut lo, &mut hi, &mut acc, &mut one_r, &mut x, &mut c, &mut y, &mut z,
+        ] {
+            v.zeroize();
+        }
+        out
     }
 }
 

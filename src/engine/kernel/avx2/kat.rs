@@ -1,11 +1,11 @@
 //! Known-answer test of a four-lane kernel (the avx2 and fma families), run at every
 //! `C_Initialize` (a few milliseconds): four lanes of modular exponentiation at every compiled
-//! limb count, and the public-key exponentiation of the check at every check size, against
+//! limb count, and the check's residues (a public exponent modulo a prime) at the same counts, against
 //! digests computed independently (Python's `pow`) when the kernel was written.
 
 use super::crt::Lanes;
 use super::limbs;
-use super::vertical::{LaneInput, PublicLane, LANES};
+use super::vertical::{CheckLane, LaneInput, LANES};
 use sha2::{Digest, Sha256};
 
 /// Deterministic test data: SHA-256 in counter mode over a label.
@@ -78,40 +78,53 @@ fn private<K: Lanes>(class: usize) -> String {
     hex(&h.finalize())
 }
 
-/// Digest of the four lanes' base^65537 mod m at a check size (base = lo mod 2^(8·len − 8)).
-fn public<K: Lanes>(class: usize) -> String {
-    let (l, w) = K::CHECK[class];
+/// The public exponent of lane `k` in the check's answers: 65537, and shorter ones beside it
+/// (lanes that start late and take products under a mask).
+const CHECK_EXPONENTS: [u64; LANES] = [65537, 3, 65537, 17];
+
+/// Digest of the four lanes' check residues at a prime's limb count (`exp::check_residues`):
+/// s^e·R and c·R mod m, s = lo + hi·R of `inputs`, c = c_lo + c_hi·R of two more streams
+/// (below R and below m, as `inputs`' lo and hi), each at the modulus length.
+fn check<K: Lanes>(class: usize) -> String {
+    let (l, w) = (K::LIMB_COUNTS[class], K::W);
     let mut data = vec![];
     for k in 0..LANES {
-        let [m, _, hi, _] = inputs(l, w, k);
-        let (mut ml, mut base) = (vec![0u64; l], vec![0u64; l]);
-        limbs::from_be_bytes(&m, w, &mut ml);
-        limbs::from_be_bytes(&hi, w, &mut base);
-        let [_, rr, _] = limbs::powers_of_r(&ml, w);
-        data.push((ml, base, rr, m.len()));
+        let [m, lo, hi, _] = inputs(l, w, k);
+        let c_lo = stream(&format!("ferrohsm avx2 kat check lo {l} {k}"), lo.len());
+        let c_hi = stream(&format!("ferrohsm avx2 kat check hi {l} {k}"), hi.len());
+        let mut v = [(); 5].map(|_| vec![0u64; l]);
+        for (x, bytes) in v.iter_mut().zip([&m, &lo, &hi, &c_lo, &c_hi]) {
+            limbs::from_be_bytes(bytes, w, x);
+        }
+        let [_, rr, rrr] = limbs::powers_of_r(&v[0], w);
+        data.push((v, rr, rrr, m.len()));
     }
-    let lanes: Vec<PublicLane> = data
+    let lanes: Vec<CheckLane> = data
         .iter()
-        .map(|(m, base, rr, _)| PublicLane {
-            base,
-            n: m,
-            k0: limbs::mont_k0(m[0], w),
+        .zip(CHECK_EXPONENTS)
+        .map(|((v, rr, rrr, _), e)| CheckLane {
+            s: (&v[1], &v[2]),
+            c: (&v[3], &v[4]),
+            m: &v[0],
+            k0: limbs::mont_k0(v[0][0], w),
             rr,
-            e: 65537,
+            rrr,
+            e,
         })
         .collect();
-    let out = K::powmod_public(class, &lanes);
+    let out = K::check_residues(class, &lanes);
     let mut h = Sha256::new();
-    for (r, d) in out.iter().zip(&data) {
-        h.update(limbs::to_be_bytes(r, w, d.3));
+    for ((y, z), d) in out.iter().zip(&data) {
+        h.update(limbs::to_be_bytes(y, w, d.3));
+        h.update(limbs::to_be_bytes(z, w, d.3));
     }
     hex(&h.finalize())
 }
 
-/// The kernel's digests: per prime limb count, then per check size.
+/// The kernel's digests: its exponentiation, then its check, per prime limb count.
 pub fn digests<K: Lanes>() -> Vec<String> {
     let private = (0..4).map(private::<K>);
-    private.chain((0..4).map(public::<K>)).collect()
+    private.chain((0..4).map(check::<K>)).collect()
 }
 
 /// Whether the kernel gives its known answers (call only where the CPU runs it).

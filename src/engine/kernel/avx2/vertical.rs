@@ -1,6 +1,6 @@
 //! The AVX2 vertical kernel: four independent modular exponentiations side by side, one per
-//! 64-bit lane of a ymm register, limb j of every lane in vector j. Radix 2^w (w = 28, or 26
-//! for the widest public check) so that `vpmuludq` (32×32→64 bits per lane) forms a limb
+//! 64-bit lane of a ymm register, limb j of every lane in vector j. Radix 2^w (w = 28, a
+//! parameter of the code: `Int<W>`) so that `vpmuludq` (32×32→64 bits per lane) forms a limb
 //! product below 2^(2w) and a column can take the at most 2L + 2 products it ever receives
 //! without a carry (lazy carries: one carry chain per operation, at its end).
 //!
@@ -44,13 +44,16 @@ pub struct LaneInput<'a> {
     pub exp: &'a [u64],
 }
 
-/// One lane of a public-key exponentiation (the check): base < n, n, −n⁻¹ mod 2^w, R² mod n
-/// and the public exponent.
-pub struct PublicLane<'a> {
-    pub base: &'a [u64],
-    pub n: &'a [u64],
+/// One lane of the check modulo a prime: a signature s and its input c, each split as
+/// `LaneInput`'s base (low and high L limbs: below p·q, so the high part is below the prime),
+/// the prime, −m⁻¹ mod 2^w, R² and R³ mod m, and the public exponent.
+pub struct CheckLane<'a> {
+    pub s: (&'a [u64], &'a [u64]),
+    pub c: (&'a [u64], &'a [u64]),
+    pub m: &'a [u64],
     pub k0: u64,
     pub rr: &'a [u64],
+    pub rrr: &'a [u64],
     pub e: u64,
 }
 
@@ -62,11 +65,11 @@ pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize
     unsafe { exp::modexp::<Int<W>, L>(lanes, exp_bits) }
 }
 
-/// base^e mod n for every lane (public values: the check of every result before release).
-pub fn powmod_public<const L: usize, const W: i32>(lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+/// s^e·R and c·R mod m of every lane, fully reduced (`exp::check_residues`).
+pub fn check_residues<const L: usize, const W: i32>(lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
     assert!(available());
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    unsafe { exp::powmod_public::<Int<W>, L>(lanes) }
+    unsafe { exp::check_residues::<Int<W>, L>(lanes) }
 }
 
 /// 32×32→64-bit products per lane: `vpmuludq`, always. Written as the intrinsic, LLVM drops

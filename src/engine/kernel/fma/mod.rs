@@ -7,7 +7,7 @@
 pub mod vertical;
 
 use super::avx2::crt::Lanes;
-use super::avx2::vertical::{LaneInput, PublicLane};
+use super::avx2::vertical::{CheckLane, LaneInput};
 use super::avx2::FourLanes;
 use std::marker::PhantomData;
 
@@ -18,9 +18,6 @@ pub const FMA: FourLanes<Fma51> = FourLanes(PhantomData);
 /// 1,020 to 1,069, 1,530 to 1,579 and 2,040 to 2,089 bits (RSA-1024, 2048, 3072, 4096), with
 /// R = 2^(51·L) ≥ 4p.
 const LIMBS: [usize; 4] = [11, 21, 31, 41];
-/// Per class, the check's limbs for the modulus (twice the prime's: R ≥ 4n), in the same
-/// radix: a column takes at most 4L terms below 2^52, below 2^61 at 82 limbs.
-const CHECK: [(usize, u32); 4] = [(22, 51), (42, 51), (62, 51), (82, 51)];
 
 /// The floating-point kernel of `vertical.rs`, radix 2^51.
 pub struct Fma51;
@@ -31,7 +28,6 @@ impl Lanes for Fma51 {
     const VENDOR_ID: u64 = 5;
     const W: u32 = vertical::W;
     const LIMB_COUNTS: [usize; 4] = LIMBS;
-    const CHECK: [(usize, u32); 4] = CHECK;
     /// Computed with Python's `pow` over the inputs of `avx2::kat::inputs` at these limb
     /// counts and radix.
     const KAT_DIGESTS: [&'static str; 8] = [
@@ -39,10 +35,10 @@ impl Lanes for Fma51 {
         "902053ea37fe49f992db5be77c4c7246867b6f71759afef5a21cc2fad40ab209",
         "749a2b2f90a8966c98f8844a808ced1797ade1e288a8cd1900ee8b67f4e87e3c",
         "4af996d322ef01e64dd768748c3b5070e6774ad0d565d94338764e6593e0ce69",
-        "d831a3102190d620e97f0918e92c32ba0ea532a9aff314d8492b509ddcf28d32",
-        "e923ff72dea792edd5b72c236941f66fb6153418c8a091d681666cc871a6d176",
-        "1854d0de2890db3209d68c66be1792ea286bc7928dde5610e46a9e3f545d5fd2",
-        "ba8c10c5e6ceb7f748596d76acadd7cde3e930eb4f42f2fe18f4d6a671e1af9d",
+        "e9f1953048102aa57c1d996c52df972bc5ca70c97bbb31e826f2c80c058a9d06",
+        "6c9bec9067a164921018bbb10b7a9f1e99ee8f0611535526281756184bc2864f",
+        "9a78c054bdb2cbf32794e04e42e9729e8cc52d7d8894816a1229e91ea1f424cd",
+        "7bfd1bb0b66467fc5715b3479cbdb619aa770abf569671d9b1f4f8caa74723a3",
     ];
 
     fn available() -> bool {
@@ -79,12 +75,12 @@ impl Lanes for Fma51 {
         }
     }
 
-    fn powmod_public(class: usize, lanes: &[PublicLane]) -> Vec<Vec<u64>> {
+    fn check_residues(class: usize, lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
         match class {
-            0 => vertical::powmod_public::<{ CHECK[0].0 }>(lanes),
-            1 => vertical::powmod_public::<{ CHECK[1].0 }>(lanes),
-            2 => vertical::powmod_public::<{ CHECK[2].0 }>(lanes),
-            _ => vertical::powmod_public::<{ CHECK[3].0 }>(lanes),
+            0 => vertical::check_residues::<{ LIMBS[0] }>(lanes),
+            1 => vertical::check_residues::<{ LIMBS[1] }>(lanes),
+            2 => vertical::check_residues::<{ LIMBS[2] }>(lanes),
+            _ => vertical::check_residues::<{ LIMBS[3] }>(lanes),
         }
     }
 }

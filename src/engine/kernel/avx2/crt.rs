@@ -1,8 +1,9 @@
 //! RSA private-key operations on a four-lane vertical kernel: per-key constants prepared
 //! once (in the kernel's radix), the two CRT halves of a signature as two lanes, Garner's
 //! recombination and the serialisation in constant time, and the public-key check of every
-//! result (modulo the primes, on the same kernel: `verify_batch`). Two kernels drive it through `Lanes`: this family's integer kernel (radix 2^28,
-//! `vertical.rs`) and the fma family's floating-point one (radix 2^51, `fma/vertical.rs`).
+//! result (modulo the primes, on the same kernel: `verify_batch`). Two kernels drive it
+//! through `Lanes`: this family's integer kernel (radix 2^28, `vertical.rs`) and the fma
+//! family's floating-point one (radix 2^51, `fma/vertical.rs`).
 
 use super::limbs::{self, MAX_SCALAR};
 use super::vertical::{CheckLane, LaneInput, LANES};

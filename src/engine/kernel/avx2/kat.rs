@@ -1,7 +1,7 @@
 //! Known-answer test of a four-lane kernel (the avx2 and fma families), run at every
 //! `C_Initialize` (a few milliseconds): four lanes of modular exponentiation at every compiled
-//! limb count, and the check's residues (a public exponent modulo a prime) at the same counts, against
-//! digests computed independently (Python's `pow`) when the kernel was written.
+//! limb count, and the check's residues (a public exponent modulo a prime) at the same counts,
+//! against digests computed independently (Python's `pow`) when the kernel was written.
 
 use super::crt::Lanes;
 use super::limbs;

@@ -170,13 +170,7 @@ pub fn private_op_unchecked<A: Arith>(key: &ScalarKey, input: &[u8]) -> Zeroizin
 /// s^e mod n == input, on the family's arithmetic at 2·L limbs (public values: the branches
 /// on e's bits are fine).
 pub fn check<A: Arith>(key: &ScalarKey, input: &[u8], sig: &[u8]) -> bool {
-    check_public::<A>(&key.n, key.e, key.modulus_len, input, sig)
-}
-
-/// s^e mod n == input for a public key given as its modulus (with its constants), exponent
-/// and length in bytes: `check`, and the AVX2 family's check of each result.
-pub fn check_public<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, input: &[u8], sig: &[u8]) -> bool {
-    public_power::<A>(n, e, modulus_len, sig).is_some_and(|y| y == input)
+    public_power::<A>(&key.n, key.e, key.modulus_len, sig).is_some_and(|y| y == input)
 }
 
 /// s^e mod n as `modulus_len` big-endian bytes, for the big-endian s (`modulus_len` bytes,

@@ -229,7 +229,9 @@ pub(crate) unsafe fn check_residues<A: Arith<L>, const L: usize>(
         let rrr = A::load(n, &|k| lanes[k].rrr);
         let [mut lo, mut hi] = [A::load(n, &|k| lanes[k].s.0), A::load(n, &|k| lanes[k].s.1)];
         let mut x = montgomery_form::<A, L>(&mut lo, &mut hi, &rr, &rrr, &m, k0, &mut s);
-        // The same two registers for c (the first pair, overwritten, is wiped with the second).
+        // c's Montgomery form again, not the one the signing exponentiation made of the same
+        // input: a fault there would then reach both sides of the comparison and pass. The
+        // same two registers (the first pair, overwritten, is wiped with the second).
         (lo, hi) = (A::load(n, &|k| lanes[k].c.0), A::load(n, &|k| lanes[k].c.1));
         let mut c = montgomery_form::<A, L>(&mut lo, &mut hi, &rr, &rrr, &m, k0, &mut s);
         // x^e by squarings from the top bit down; a lane takes the product where its bit is

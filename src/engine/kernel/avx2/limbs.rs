@@ -232,8 +232,8 @@ mod tests {
     }
 
     /// The conversions against their definition bit by bit: limb k holds the number's bits
-    /// k·w..(k + 1)·w, bits past the limbs (or past the bytes) dropped, at every radix used,
-    /// lengths from 1 to 70 bytes and limb counts short of the value and beyond it.
+    /// k·w..(k + 1)·w, bits past the limbs (or past the bytes) dropped, at radixes 26-28 and
+    /// 51-52, lengths from 1 to 70 bytes and limb counts short of the value and beyond it.
     #[test]
     fn conversions_match_their_definition_bit_by_bit() {
         for w in [26u32, 27, 28, 51, 52] {

@@ -35,7 +35,7 @@ impl Lanes for Int28 {
     const NAME: &'static str = "avx2";
     const DESCRIPTION: &'static str = "AVX2 multi-buffer (4 lanes: 2 signatures per call)";
     const VENDOR_ID: u64 = 2;
-    const W: u32 = 28;
+    const W: u32 = vertical::W as u32;
     const LIMB_COUNTS: [usize; 4] = LIMBS;
     /// Computed with Python's `pow` over the same inputs (see `kat::inputs`).
     const KAT_DIGESTS: [&'static str; 8] = [
@@ -55,28 +55,28 @@ impl Lanes for Int28 {
 
     fn modexp(class: usize, lanes: &[vertical::LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
         match class {
-            0 => vertical::modexp::<{ LIMBS[0] }, 28>(lanes, exp_bits),
-            1 => vertical::modexp::<{ LIMBS[1] }, 28>(lanes, exp_bits),
-            2 => vertical::modexp::<{ LIMBS[2] }, 28>(lanes, exp_bits),
-            _ => vertical::modexp::<{ LIMBS[3] }, 28>(lanes, exp_bits),
+            0 => vertical::modexp::<{ LIMBS[0] }>(lanes, exp_bits),
+            1 => vertical::modexp::<{ LIMBS[1] }>(lanes, exp_bits),
+            2 => vertical::modexp::<{ LIMBS[2] }>(lanes, exp_bits),
+            _ => vertical::modexp::<{ LIMBS[3] }>(lanes, exp_bits),
         }
     }
 
     fn check_residues(class: usize, lanes: &[vertical::CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
         match class {
-            0 => vertical::check_residues::<{ LIMBS[0] }, 28>(lanes),
-            1 => vertical::check_residues::<{ LIMBS[1] }, 28>(lanes),
-            2 => vertical::check_residues::<{ LIMBS[2] }, 28>(lanes),
-            _ => vertical::check_residues::<{ LIMBS[3] }, 28>(lanes),
+            0 => vertical::check_residues::<{ LIMBS[0] }>(lanes),
+            1 => vertical::check_residues::<{ LIMBS[1] }>(lanes),
+            2 => vertical::check_residues::<{ LIMBS[2] }>(lanes),
+            _ => vertical::check_residues::<{ LIMBS[3] }>(lanes),
         }
     }
 
     fn op_cycles(class: usize, reps: usize) -> [u64; 3] {
         match class {
-            0 => vertical::op_cycles::<{ LIMBS[0] }, 28>(reps),
-            1 => vertical::op_cycles::<{ LIMBS[1] }, 28>(reps),
-            2 => vertical::op_cycles::<{ LIMBS[2] }, 28>(reps),
-            _ => vertical::op_cycles::<{ LIMBS[3] }, 28>(reps),
+            0 => vertical::op_cycles::<{ LIMBS[0] }>(reps),
+            1 => vertical::op_cycles::<{ LIMBS[1] }>(reps),
+            2 => vertical::op_cycles::<{ LIMBS[2] }>(reps),
+            _ => vertical::op_cycles::<{ LIMBS[3] }>(reps),
         }
     }
 }

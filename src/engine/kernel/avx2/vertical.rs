@@ -1,8 +1,8 @@
 //! The AVX2 vertical kernel: four independent modular exponentiations side by side, one per
-//! 64-bit lane of a ymm register, limb j of every lane in vector j. Radix 2^w (w = 28, a
-//! parameter of the code: `Int<W>`) so that `vpmuludq` (32×32→64 bits per lane) forms a limb
-//! product below 2^(2w) and a column can take the at most 2L + 2 products it ever receives
-//! without a carry (lazy carries: one carry chain per operation, at its end).
+//! 64-bit lane of a ymm register, limb j of every lane in vector j. Radix 2^w (w = `W` = 28)
+//! so that `vpmuludq` (32×32→64 bits per lane) forms a limb product below 2^(2w) and a column
+//! can take the at most 2L + 2 products it ever receives without a carry (lazy carries: one
+//! carry chain per operation, at its end).
 //!
 //! Almost-Montgomery arithmetic: with R = 2^(w·L) ≥ 4m, operands below 2m give results below
 //! 2m, so nothing is reduced inside the exponentiation. The multiplication (`amm`) does the
@@ -22,6 +22,8 @@ use zeroize::Zeroize;
 
 /// Lanes per vector: CRT halves, so two signatures per call.
 pub const LANES: usize = 4;
+/// Bits per limb (the radix 2^w of the module comment).
+pub const W: i32 = 28;
 /// Exponent bits per window (a table of 32 entries, scanned in full at every window).
 pub const WINDOW: usize = 5;
 
@@ -59,17 +61,17 @@ pub struct CheckLane<'a> {
 
 /// base^exp mod m for every lane (at most `LANES`; missing lanes repeat lane 0, their results
 /// are dropped), fully reduced. `exp_bits` (public) bounds every lane's exponent.
-pub fn modexp<const L: usize, const W: i32>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
+pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>> {
     assert!(available());
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    unsafe { exp::modexp::<Int<W>, L>(lanes, exp_bits) }
+    unsafe { exp::modexp::<Int, L>(lanes, exp_bits) }
 }
 
 /// s^e·R and c·R mod m of every lane, fully reduced (`exp::check_residues`).
-pub fn check_residues<const L: usize, const W: i32>(lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
+pub fn check_residues<const L: usize>(lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
     assert!(available());
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
-    unsafe { exp::check_residues::<Int<W>, L>(lanes) }
+    unsafe { exp::check_residues::<Int, L>(lanes) }
 }
 
 /// 32×32→64-bit products per lane: `vpmuludq`, always. Written as the intrinsic, LLVM drops
@@ -106,7 +108,7 @@ fn add(a: V, b: V) -> V {
 /// only the carry into it, which is then the top limb.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn normalize<const L: usize, const W: i32>(cols: &[V]) -> [V; L] {
+fn normalize<const L: usize>(cols: &[V]) -> [V; L] {
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
     let mut out = [_mm256_setzero_si256(); L];
     let mut carry = _mm256_setzero_si256();
@@ -152,20 +154,14 @@ fn mac2(x0: V, y0: V, x1: V, y1: V) -> V {
 /// to, so the accumulator needs no clearing (2L stores, ~4% of an operation).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn amm<const L: usize, const W: i32>(
-    a: &[V; L],
-    b: &[V; L],
-    m: &[V; L],
-    k0: V,
-    s: &mut Scratch<L>,
-) -> [V; L] {
+fn amm<const L: usize>(a: &[V; L], b: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) -> [V; L] {
     const { assert!(L >= 4) };
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
     let acc = s.cols.as_flattened_mut();
-    amm_pass::<L, W, true>(a[0], a[1], b, m, k0, mask, &mut acc[..=L]);
+    amm_pass::<L, true>(a[0], a[1], b, m, k0, mask, &mut acc[..=L]);
     let mut i = 2;
     while i + 1 < L {
-        amm_pass::<L, W, false>(a[i], a[i + 1], b, m, k0, mask, &mut acc[i..=i + L]);
+        amm_pass::<L, false>(a[i], a[i + 1], b, m, k0, mask, &mut acc[i..=i + L]);
         i += 2;
     }
     if L % 2 == 1 {
@@ -182,7 +178,7 @@ fn amm<const L: usize, const W: i32>(
         }
         win[L - 1] = mac2(a0, b[L - 1], q0, m[L - 1]);
     }
-    normalize::<L, W>(&acc[L..2 * L - 1])
+    normalize::<L>(&acc[L..2 * L - 1])
 }
 
 /// One pass of `amm` over rows i, i+1 (`a0`, `a1`): `win` is columns i..=i+L. The limbs of b
@@ -190,7 +186,7 @@ fn amm<const L: usize, const W: i32>(
 /// operand and column, not two: the loads, not the multiplier, bounded the loop).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn amm_pass<const L: usize, const W: i32, const FIRST: bool>(
+fn amm_pass<const L: usize, const FIRST: bool>(
     a0: V,
     a1: V,
     b: &[V; L],
@@ -241,7 +237,7 @@ fn amm_pass<const L: usize, const W: i32, const FIRST: bool>(
 /// (a_i²), so the columns below take only the two reduction products.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) -> [V; L] {
+fn ams<const L: usize>(a: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) -> [V; L] {
     const { assert!(L >= 4) };
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
     let acc = s.cols.as_flattened_mut();
@@ -251,10 +247,10 @@ fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V, s: &mut Scra
         a2[j] = add(a[j], a[j]);
     }
     let a2 = &*a2;
-    ams_first::<L, W>(a, a2, m, k0, mask, &mut acc[..=L]);
+    ams_first::<L>(a, a2, m, k0, mask, &mut acc[..=L]);
     let mut i = 2;
     while i + 1 < L {
-        ams_pass::<L, W>(i, a, a2, m, k0, mask, &mut acc[i..=i + L]);
+        ams_pass::<L>(i, a, a2, m, k0, mask, &mut acc[i..=i + L]);
         i += 2;
     }
     if L % 2 == 1 {
@@ -270,21 +266,14 @@ fn ams<const L: usize, const W: i32>(a: &[V; L], m: &[V; L], k0: V, s: &mut Scra
         }
         win[L - 1] = mac2(q0, m[L - 1], a0, a0);
     }
-    normalize::<L, W>(&acc[L..2 * L - 1])
+    normalize::<L>(&acc[L..2 * L - 1])
 }
 
 /// The first pass of `ams` (rows 0 and 1): every column is new, and both rows carry square
 /// terms from column 0 on (a_0², a_0·2a_1, a_0·2a_2 + a_1², then a_0·2a_k + a_1·2a_{k−1}).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn ams_first<const L: usize, const W: i32>(
-    a: &[V; L],
-    a2: &[V; L],
-    m: &[V; L],
-    k0: V,
-    mask: V,
-    win: &mut [V],
-) {
+fn ams_first<const L: usize>(a: &[V; L], a2: &[V; L], m: &[V; L], k0: V, mask: V, win: &mut [V]) {
     let win = &mut win[..=L];
     let (a0, a1) = (a[0], a[1]);
     let t = mul(a0, a0);
@@ -312,15 +301,7 @@ fn ams_first<const L: usize, const W: i32>(
 /// row i is to the top (i + 2 = L, i + 3 = L, or below), a public fact.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn ams_pass<const L: usize, const W: i32>(
-    i: usize,
-    a: &[V; L],
-    a2: &[V; L],
-    m: &[V; L],
-    k0: V,
-    mask: V,
-    win: &mut [V],
-) {
+fn ams_pass<const L: usize>(i: usize, a: &[V; L], a2: &[V; L], m: &[V; L], k0: V, mask: V, win: &mut [V]) {
     let win = &mut win[..=L];
     let (a0, a1) = (a[i], a[i + 1]);
     let t = win[0];
@@ -375,18 +356,18 @@ fn ams_pass<const L: usize, const W: i32>(
 /// x + y, normalised (the sum must stay below R).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn add_norm<const L: usize, const W: i32>(x: &[V; L], y: &[V; L]) -> [V; L] {
+fn add_norm<const L: usize>(x: &[V; L], y: &[V; L]) -> [V; L] {
     let mut cols = [_mm256_setzero_si256(); L];
     for j in 0..L {
         cols[j] = add(x[j], y[j]);
     }
-    normalize::<L, W>(&cols)
+    normalize::<L>(&cols)
 }
 
 /// x − m where x ≥ m, else x, per lane (by the borrow of the subtraction, as a mask).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn csub<const L: usize, const W: i32>(x: &[V; L], m: &[V; L]) -> [V; L] {
+fn csub<const L: usize>(x: &[V; L], m: &[V; L]) -> [V; L] {
     let mask = _mm256_set1_epi64x(mask(W as u32) as i64);
     let mut y = [_mm256_setzero_si256(); L];
     let mut borrow = _mm256_setzero_si256();
@@ -494,10 +475,10 @@ fn one<const L: usize>() -> [V; L] {
     one
 }
 
-/// This kernel as `exp::Arith`: radix 2^W integers.
-pub struct Int<const W: i32>;
+/// This kernel as `exp::Arith`: radix 2^28 integers.
+pub struct Int;
 
-impl<const L: usize, const W: i32> Arith<L> for Int<W> {
+impl<const L: usize> Arith<L> for Int {
     type Num = [V; L];
     type K0 = V;
     type Scratch = Scratch<L>;
@@ -530,22 +511,22 @@ impl<const L: usize, const W: i32> Arith<L> for Int<W> {
 
     #[target_feature(enable = "avx2")]
     unsafe fn amm(a: &mut [V; L], b: &[V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) {
-        *a = amm::<L, W>(a, b, m, k0, s);
+        *a = amm::<L>(a, b, m, k0, s);
     }
 
     #[target_feature(enable = "avx2")]
     unsafe fn ams(a: &mut [V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) {
-        *a = ams::<L, W>(a, m, k0, s);
+        *a = ams::<L>(a, m, k0, s);
     }
 
     #[target_feature(enable = "avx2")]
     unsafe fn add_norm(x: &[V; L], y: &[V; L]) -> [V; L] {
-        add_norm::<L, W>(x, y)
+        add_norm::<L>(x, y)
     }
 
     #[target_feature(enable = "avx2")]
     unsafe fn csub(x: &[V; L], m: &[V; L]) -> [V; L] {
-        csub::<L, W>(x, m)
+        csub::<L>(x, m)
     }
 
     #[target_feature(enable = "avx2")]
@@ -574,8 +555,8 @@ impl<const L: usize, const W: i32> Arith<L> for Int<W> {
 /// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
 /// L limbs (`exp::op_cycles`).
 #[doc(hidden)]
-pub fn op_cycles<const L: usize, const W: i32>(reps: usize) -> [u64; 3] {
+pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 3] {
     assert!(available());
     // SAFETY: the CPU has AVX2 (asserted above).
-    unsafe { exp::op_cycles::<Int<W>, L>(W as u32, reps) }
+    unsafe { exp::op_cycles::<Int, L>(W as u32, reps) }
 }

@@ -16,6 +16,8 @@ use zeroize::Zeroizing;
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(test)]
+pub mod check_cases;
 #[cfg(target_arch = "x86_64")]
 pub mod fma;
 #[cfg(target_arch = "x86_64")]
@@ -74,9 +76,9 @@ pub trait Family: Sync {
     /// `rsa` crate, has its own).
     fn private_op_for_ct(&self, jobs: &[(&KeyForm, &[u8])]) -> Option<Vec<Zeroizing<Vec<u8>>>>;
     /// For the same proof: the public-key check of `sigs` (results of `private_op_for_ct`),
-    /// where it reads the key's secrets (the four-lane families check modulo the primes); its
-    /// verdicts are the one thing it makes public. None where the check reads public values
-    /// only.
+    /// where it reads the key's secrets (the four-lane and scalar families check modulo the
+    /// primes); its verdicts are the one thing it makes public. None where the check reads
+    /// public values only.
     fn check_for_ct(&self, _jobs: &[(&KeyForm, &[u8])], _sigs: &[Zeroizing<Vec<u8>>]) -> Option<Vec<bool>> {
         None
     }

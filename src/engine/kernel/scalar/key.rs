@@ -1,6 +1,6 @@
 //! A key in scalar form: the per-key constants both scalar families use, prepared once in
 //! constant time (limbs of p, q, dP, dQ; k0 and R², R³ for each prime; qInv·R mod p; the
-//! public modulus with its own k0 and R² for the check). Secrets are zeroized on drop.
+//! public modulus and exponent for the check). Secrets are zeroized on drop.
 
 use super::limbs::{double_mod, from_be_bytes, mont_k0};
 use super::Arith;
@@ -120,9 +120,10 @@ pub struct ScalarKey {
     pub q: Half,
     /// qInv·R mod p, for Garner's step as one Montgomery multiplication.
     pub qinv_r: Vec<u64>,
-    /// The public modulus at 2·L limbs, for the check of every result.
+    /// The public modulus at 2·L limbs: the check of every result wants s and the input
+    /// below it.
     #[zeroize(skip)]
-    pub n: Modulus,
+    pub n: Vec<u64>,
     #[zeroize(skip)]
     pub e: u64,
     #[zeroize(skip)]
@@ -171,7 +172,7 @@ impl ScalarKey {
         let mut n = vec![0u64; 2 * limbs];
         from_be_bytes(strip_zeros(&c.modulus), &mut n);
         Some(ScalarKey {
-            n: Modulus::new(n),
+            n,
             e: e.iter().fold(0u64, |a, &b| (a << 8) | b as u64),
             limbs,
             prime_bits: pb,

@@ -30,8 +30,8 @@ pub trait Arith: 'static {
     const VENDOR_ID: u64;
     /// Whether this CPU runs it.
     fn available() -> bool;
-    /// Whether it serves primes of this many limbs (its `mul` serves twice as many, for the
-    /// check).
+    /// Whether it serves primes of this many limbs (its `mul` serves any modulus up to
+    /// `limbs::MAX_LIMBS`, for the public-key operation).
     fn serves_limbs(limbs: usize) -> bool;
     /// out = a·b·R⁻¹ mod m.
     fn mul(a: &[u64], b: &[u64], m: &[u64], k0: u64, out: &mut [u64]);
@@ -44,6 +44,14 @@ pub trait Arith: 'static {
         Self: Sized,
     {
         Some(exp::private_op_unchecked::<Self>(key, input))
+    }
+    /// The check of `sig` (modulo the primes: it reads them) on the same build, its verdict
+    /// as a mask (`exp::check_mask`, for `Family::check_for_ct`).
+    fn check_for_ct(key: &ScalarKey, input: &[u8], sig: &[u8]) -> Option<u64>
+    where
+        Self: Sized,
+    {
+        Some(exp::check_mask::<Self>(key, input, sig))
     }
 }
 
@@ -122,5 +130,13 @@ impl<A: Arith> Family for Scalar<A> {
         jobs.iter()
             .map(|(form, input)| A::private_op_for_ct(self.key(*form), input))
             .collect()
+    }
+
+    fn check_for_ct(&self, jobs: &[(&KeyForm, &[u8])], sigs: &[Zeroizing<Vec<u8>>]) -> Option<Vec<bool>> {
+        jobs.iter()
+            .zip(sigs)
+            .map(|((form, input), sig)| A::check_for_ct(self.key(*form), input, sig))
+            .collect::<Option<Vec<u64>>>()
+            .map(|masks| masks.into_iter().map(|m| m != 0).collect())
     }
 }

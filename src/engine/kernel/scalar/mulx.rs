@@ -2,7 +2,7 @@
 //! inline assembly with `mulx` (BMI2: a product that leaves the flags alone) and two carry
 //! chains at once, `adcx` through CF and `adox` through OF (ADX), the instructions OpenSSL's
 //! x86_64-mont5 uses. Fully unrolled per row for primes of 8, 16, 24 and 32 limbs (RSA-1024 to
-//! RSA-4096) and their moduli (16 to 64 limbs, multiplication only: the public-key check);
+//! RSA-4096) and their moduli (16 to 64 limbs, multiplication only: the public-key operation);
 //! other limb counts take the portable code.
 //!
 //! Layout (separated operand scanning): the double-width product (or square) goes to a
@@ -64,6 +64,10 @@ impl Arith for Mulx {
     /// anyway; natively only where the CPU has the instructions.
     fn private_op_for_ct(key: &ScalarKey, input: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
         (available() || under_valgrind()).then(|| super::exp::private_op_unchecked::<Asm>(key, input))
+    }
+
+    fn check_for_ct(key: &ScalarKey, input: &[u8], sig: &[u8]) -> Option<u64> {
+        (available() || under_valgrind()).then(|| super::exp::check_mask::<Asm>(key, input, sig))
     }
 }
 

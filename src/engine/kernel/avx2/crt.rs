@@ -21,6 +21,9 @@ pub trait Lanes: 'static {
     const VENDOR_ID: u64;
     /// Radix of the private-key kernel.
     const W: u32;
+    /// Bits R = 2^(W·L) needs above a prime's: 2 for R ≥ 4p, and W more where the kernel
+    /// reduces by a multiple k0·p of the prime (`exp::Arith::modulus`, the fma kernel).
+    const HEADROOM: usize;
     /// Limb counts of a prime with a compiled kernel (batch classes, for RSA-1024, 2048, 3072
     /// and 4096), each with R = 2^(W·L) ≥ 4p for the primes of its class.
     const LIMB_COUNTS: [usize; 4];
@@ -37,7 +40,7 @@ pub trait Lanes: 'static {
     /// base^exp mod m for every lane (at most `LANES`), fully reduced, at the limb count of
     /// `class`; `exp_bits` (public) bounds every lane's exponent.
     fn modexp(class: usize, lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u64>>;
-    /// s^e·R and c·R mod m for every lane (`exp::check_residues`), at the limb count of
+    /// s^e mod m and c mod m for every lane (`exp::check_residues`), at the limb count of
     /// `class`.
     fn check_residues(class: usize, lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)>;
     /// For `benches/rsa_stages.rs`: TSC cycles of one multiplication, one squaring and one
@@ -50,7 +53,7 @@ pub trait Lanes: 'static {
 pub fn class_of<K: Lanes>(prime_bits: usize) -> Option<usize> {
     K::LIMB_COUNTS
         .iter()
-        .position(|&l| l == (prime_bits + 2).div_ceil(K::W as usize))
+        .position(|&l| l == (prime_bits + K::HEADROOM).div_ceil(K::W as usize))
 }
 
 /// Everything one CRT half needs.
@@ -372,7 +375,7 @@ pub(crate) mod tests {
                 crt[0].class,
                 K::LIMB_COUNTS
                     .iter()
-                    .position(|&l| l * K::W as usize >= bits / 2 + 2)
+                    .position(|&l| l * K::W as usize >= bits / 2 + K::HEADROOM)
                     .unwrap()
             );
             let k = bits / 8;

@@ -31,7 +31,14 @@ pub(crate) trait Arith<const L: usize> {
     unsafe fn store(x: &Self::Num) -> [[u64; L]; LANES];
     unsafe fn one() -> Self::Num;
     unsafe fn scratch() -> Self::Scratch;
-    /// a = a·b/R mod m, below 2m.
+    /// The modulus the operations reduce by, for lanes of modulus m: m itself, or a multiple
+    /// of it whose Montgomery quotients cost less (the fma kernel's k0·m, whose quotient is
+    /// the column's low limb). Numbers are then below twice it, and right modulo m.
+    unsafe fn modulus(m: &Self::Num, k0: Self::K0) -> Self::Num;
+    /// a = a/R mod m, at most m (m only where a is a multiple of m), for an a below twice
+    /// `modulus(m)`: out of Montgomery form, and modulo m itself.
+    unsafe fn from_form(a: &mut Self::Num, m: &Self::Num, k0: Self::K0, s: &mut Self::Scratch);
+    /// a = a·b/R mod m, below 2m (m: the `modulus`).
     unsafe fn amm(a: &mut Self::Num, b: &Self::Num, m: &Self::Num, k0: Self::K0, s: &mut Self::Scratch);
     /// a = a²/R mod m, below 2m.
     unsafe fn ams(a: &mut Self::Num, m: &Self::Num, k0: Self::K0, s: &mut Self::Scratch);
@@ -141,8 +148,10 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
     unsafe {
         let mut s = A::scratch();
         let n = lanes.len();
-        let m = A::load(n, &|k| lanes[k].m);
+        let p = A::load(n, &|k| lanes[k].m);
         let k0 = A::k0(n, &|k| lanes[k].k0);
+        // The operations reduce by m (p itself or a multiple): right modulo p throughout.
+        let mut m = A::modulus(&p, k0);
         let rr = A::load(n, &|k| lanes[k].rr);
         let rrr = A::load(n, &|k| lanes[k].rrr);
         let mut lo = A::load(n, &|k| lanes[k].lo);
@@ -173,11 +182,11 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
             A::amm(&mut acc, &entry, &m, k0, &mut s);
             entry.zeroize();
         }
-        // Out of Montgomery form: at most m, and m only for a multiple of m.
-        A::amm(&mut acc, &one, &m, k0, &mut s);
-        let mut reduced = A::csub(&acc, &m);
+        // Out of Montgomery form, modulo p: at most p, and p only for a multiple of p.
+        A::from_form(&mut acc, &p, k0, &mut s);
+        let mut reduced = A::csub(&acc, &p);
         let out = used_lanes(A::store(&reduced), n);
-        for v in [&mut x, &mut acc, &mut reduced, &mut lo, &mut hi] {
+        for v in [&mut x, &mut acc, &mut reduced, &mut lo, &mut hi, &mut m] {
             v.zeroize();
         }
         idx.zeroize();
@@ -187,7 +196,9 @@ pub(crate) unsafe fn modexp<A: Arith<L>, const L: usize>(
 }
 
 /// Montgomery form of lo + hi·R in every lane (lo < R, hi < m): lo·R + hi·R², each term
-/// below 2m, the sum reduced by 2m once, below 2m. `lo` and `hi` are overwritten.
+/// below 2m, the sum reduced by 2m once, below 2m. `lo` and `hi` are overwritten. With m a
+/// multiple of the lane's prime (`Arith::modulus`), R² and R³ modulo the prime serve as well:
+/// the result is right modulo the prime, and below 2m.
 ///
 /// # Safety
 /// The CPU runs `A`'s kernel and AVX2.
@@ -208,7 +219,7 @@ unsafe fn montgomery_form<A: Arith<L>, const L: usize>(
     }
 }
 
-/// s^e·R and c·R mod m of every lane, both fully reduced, so equal exactly where
+/// s^e mod m and c mod m of every lane, both fully reduced, so equal exactly where
 /// s^e ≡ c (mod m): the check of a signature s of an input c modulo each prime of its key
 /// (`crt::verify_batch`). The prime is secret, so this runs in time independent of it, as the
 /// private exponentiation does; s, c and e are public, and e's bits choose the products.
@@ -223,8 +234,9 @@ pub(crate) unsafe fn check_residues<A: Arith<L>, const L: usize>(
     unsafe {
         let mut s = A::scratch();
         let n = lanes.len();
-        let m = A::load(n, &|k| lanes[k].m);
+        let p = A::load(n, &|k| lanes[k].m);
         let k0 = A::k0(n, &|k| lanes[k].k0);
+        let mut m = A::modulus(&p, k0);
         let rr = A::load(n, &|k| lanes[k].rr);
         let rrr = A::load(n, &|k| lanes[k].rrr);
         let [mut lo, mut hi] = [A::load(n, &|k| lanes[k].s.0), A::load(n, &|k| lanes[k].s.1)];
@@ -263,13 +275,16 @@ pub(crate) unsafe fn check_residues<A: Arith<L>, const L: usize>(
             }
             t.zeroize();
         }
-        let [mut y, mut z] = [A::csub(&acc, &m), A::csub(&c, &m)];
+        // Both out of Montgomery form modulo p (m may be a multiple of p), fully reduced.
+        A::from_form(&mut acc, &p, k0, &mut s);
+        A::from_form(&mut c, &p, k0, &mut s);
+        let [mut y, mut z] = [A::csub(&acc, &p), A::csub(&c, &p)];
         let out = used_lanes(A::store(&y), n)
             .into_iter()
             .zip(used_lanes(A::store(&z), n))
             .collect();
         for v in [
-            &mut lo, &mut hi, &mut acc, &mut one_r, &mut x, &mut c, &mut y, &mut z,
+            &mut lo, &mut hi, &mut acc, &mut one_r, &mut x, &mut c, &mut y, &mut z, &mut m,
         ] {
             v.zeroize();
         }

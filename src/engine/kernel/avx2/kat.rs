@@ -23,10 +23,11 @@ fn stream(label: &str, len: usize) -> Vec<u8> {
     out
 }
 
-/// Lane `k` at `limbs` limbs of `w` bits: a modulus of ⌊(w·L − 2)/8⌋ bytes (top bit set, odd),
-/// lo of as many bytes (below R), hi one byte shorter (below m), a 128-bit exponent.
-fn inputs(limbs: usize, w: u32, k: usize) -> [Vec<u8>; 4] {
-    let len = (w as usize * limbs - 2) / 8;
+/// Lane `k` at `limbs` limbs of `w` bits: a modulus of ⌊(w·L − headroom)/8⌋ bytes (top bit
+/// set, odd; `Lanes::HEADROOM`), lo of as many bytes (below R), hi one byte shorter (below m),
+/// a 128-bit exponent.
+fn inputs(limbs: usize, w: u32, headroom: usize, k: usize) -> [Vec<u8>; 4] {
+    let len = (w as usize * limbs - headroom) / 8;
     let mut m = stream(&format!("ferrohsm avx2 kat modulus {limbs} {k}"), len);
     m[0] |= 0x80;
     m[len - 1] |= 1;
@@ -45,7 +46,7 @@ fn private<K: Lanes>(class: usize) -> String {
     let (l, w) = (K::LIMB_COUNTS[class], K::W);
     let mut data = vec![];
     for k in 0..LANES {
-        let [m, lo, hi, e] = inputs(l, w, k);
+        let [m, lo, hi, e] = inputs(l, w, K::HEADROOM, k);
         let mut v = [vec![0u64; l], vec![0u64; l], vec![0u64; l]];
         limbs::from_be_bytes(&m, w, &mut v[0]);
         limbs::from_be_bytes(&lo, w, &mut v[1]);
@@ -83,13 +84,13 @@ fn private<K: Lanes>(class: usize) -> String {
 const CHECK_EXPONENTS: [u64; LANES] = [65537, 3, 65537, 17];
 
 /// Digest of the four lanes' check residues at a prime's limb count (`exp::check_residues`):
-/// s^e·R and c·R mod m, s = lo + hi·R of `inputs`, c = c_lo + c_hi·R of two more streams
+/// s^e mod m and c mod m, s = lo + hi·R of `inputs`, c = c_lo + c_hi·R of two more streams
 /// (below R and below m, as `inputs`' lo and hi), each at the modulus length.
 fn check<K: Lanes>(class: usize) -> String {
     let (l, w) = (K::LIMB_COUNTS[class], K::W);
     let mut data = vec![];
     for k in 0..LANES {
-        let [m, lo, hi, _] = inputs(l, w, k);
+        let [m, lo, hi, _] = inputs(l, w, K::HEADROOM, k);
         let c_lo = stream(&format!("ferrohsm avx2 kat check lo {l} {k}"), lo.len());
         let c_hi = stream(&format!("ferrohsm avx2 kat check hi {l} {k}"), hi.len());
         let mut v = [(); 5].map(|_| vec![0u64; l]);

@@ -67,7 +67,7 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u
     unsafe { exp::modexp::<Int, L>(lanes, exp_bits) }
 }
 
-/// s^e·R and c·R mod m of every lane, fully reduced (`exp::check_residues`).
+/// s^e mod m and c mod m of every lane, fully reduced (`exp::check_residues`).
 pub fn check_residues<const L: usize>(lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
     assert!(available());
     // SAFETY: the CPU has AVX2 (checked above), the only requirement of these functions.
@@ -507,6 +507,16 @@ impl<const L: usize> Arith<L> for Int {
     #[target_feature(enable = "avx2")]
     unsafe fn scratch() -> Scratch<L> {
         Scratch::new(_mm256_setzero_si256(), _mm256_setzero_si256())
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn modulus(m: &[V; L], _k0: V) -> [V; L] {
+        *m
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn from_form(a: &mut [V; L], m: &[V; L], k0: V, s: &mut Scratch<L>) {
+        *a = amm::<L>(a, &one::<L>(), m, k0, s);
     }
 
     #[target_feature(enable = "avx2")]

@@ -16,8 +16,9 @@ pub const FMA: FourLanes<Fma51> = FourLanes(PhantomData);
 
 /// Limb counts of a prime with a compiled kernel (batch classes): primes of 510 to 559,
 /// 1,020 to 1,069, 1,530 to 1,579 and 2,040 to 2,089 bits (RSA-1024, 2048, 3072, 4096), with
-/// R = 2^(51·L) ≥ 4p.
-const LIMBS: [usize; 4] = [11, 21, 31, 41];
+/// R = 2^(51·L) ≥ 4·k0·p: the operations reduce by k0·p (`vertical::reduce`), one limb
+/// longer than the prime needs.
+const LIMBS: [usize; 4] = [12, 22, 32, 42];
 
 /// The floating-point kernel of `vertical.rs`, radix 2^51.
 pub struct Fma51;
@@ -27,18 +28,19 @@ impl Lanes for Fma51 {
     const DESCRIPTION: &'static str = "AVX2 FMA multi-buffer, 51-bit limbs (4 lanes: 2 signatures per call)";
     const VENDOR_ID: u64 = 5;
     const W: u32 = vertical::W;
+    const HEADROOM: usize = 2 + vertical::W as usize;
     const LIMB_COUNTS: [usize; 4] = LIMBS;
     /// Computed with Python's `pow` over the inputs of `avx2::kat::inputs` at these limb
     /// counts and radix.
     const KAT_DIGESTS: [&'static str; 8] = [
-        "bcdc1974702212d45df392c348141a335c9003e2b8cf741f8c9b21d3844f5288",
-        "902053ea37fe49f992db5be77c4c7246867b6f71759afef5a21cc2fad40ab209",
-        "749a2b2f90a8966c98f8844a808ced1797ade1e288a8cd1900ee8b67f4e87e3c",
-        "4af996d322ef01e64dd768748c3b5070e6774ad0d565d94338764e6593e0ce69",
-        "e9f1953048102aa57c1d996c52df972bc5ca70c97bbb31e826f2c80c058a9d06",
-        "6c9bec9067a164921018bbb10b7a9f1e99ee8f0611535526281756184bc2864f",
-        "9a78c054bdb2cbf32794e04e42e9729e8cc52d7d8894816a1229e91ea1f424cd",
-        "7bfd1bb0b66467fc5715b3479cbdb619aa770abf569671d9b1f4f8caa74723a3",
+        "43d024ee009d4d58b7ceceb834a0144eb44ce33b378c3c46f5e4fec41ce4da76",
+        "7424497b5572ae0257c05e11d03ced133cf31f6ddc1fd0725745dfb0f6b6da1d",
+        "41bac32fc1ef995c976e8139c49790bbdf1980bc02626d03a37369574ef78c1c",
+        "96188d23d3483b4f26fae451d21b132e9d1e3e49f6bdbc588a1f82e4f2641602",
+        "67e375010af6ae45642ba6af47e8e11af157bdbc97366336fae0b7ee5c28b0e4",
+        "13d79f188c247b07aa5fd2adcc2322f03a3fb1219f36771f9ac6a39cec93f52e",
+        "7939627e359e45d6517118168c3e7646960302b09e192b7cd40c9a5741123c32",
+        "645e12bd7feed154e298cc778f203598bcb10e7e56d4426dfcbb0cc95a594b86",
     ];
 
     fn available() -> bool {

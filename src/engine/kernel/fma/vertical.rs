@@ -39,6 +39,15 @@
 //! operand or result is ever subnormal (every value is an integer, 0 or at least 1), so the
 //! floating-point operations take the same time for every value.
 //!
+//! The modulus of the exponentiation is not the prime p but k0·p, k0 = −p⁻¹ mod 2^51
+//! (`scaled_modulus`): its low limb is 2^51 − 1, so −(k0·p)⁻¹ ≡ 1 (mod 2^51) and every
+//! Montgomery quotient is its column's low limb as it stands, with no multiplication on the
+//! chain each pass waits on (`reduce`). Numbers stay right modulo p (p divides k0·p); R², R³
+//! modulo p serve to enter Montgomery form, and one multiplication modulo p itself, with the
+//! general quotient, leaves it at the end (`Arith::from_form`). The price is one limb more
+//! (k0·p has 51 bits more than p); on a Zen 3 that still made the exponentiation 9% faster
+//! at RSA-1024 and 4-5% at 2048 (docs/performance.md).
+//!
 //! Almost-Montgomery arithmetic with R = 2^(51·L) ≥ 4m, operands below 2m, two rows of the
 //! product and of the reduction per pass, the squaring with each cross product once (doubled
 //! operand), fixed 5-bit windows with a masked scan of the whole table: the avx2 kernel's
@@ -74,9 +83,9 @@ const TWO_M51: f64 = 1.0 / (1u64 << 51) as f64;
 const OFFSET: u64 = 1 << 62;
 /// The offset as it arrives in the next column through a carry.
 const OFFSET_CARRY: u64 = OFFSET >> W;
-/// Columns of the widest operation (an RSA-4096 prime: 41 limbs; the check runs modulo the
-/// primes too).
-const MAX_COLS: usize = 2 * 41;
+/// Columns of the widest operation (an RSA-4096 prime: 42 limbs with k0·p's headroom; the
+/// check runs modulo the primes too).
+const MAX_COLS: usize = 2 * 42;
 
 /// Whether this CPU runs the kernel.
 pub fn available() -> bool {
@@ -105,7 +114,7 @@ pub fn modexp<const L: usize>(lanes: &[LaneInput], exp_bits: usize) -> Vec<Vec<u
     unsafe { exp::modexp::<Fma, L>(lanes, exp_bits) }
 }
 
-/// s^e·R and c·R mod m of every lane, fully reduced (`exp::check_residues`).
+/// s^e mod m and c mod m of every lane, fully reduced (`exp::check_residues`).
 pub fn check_residues<const L: usize>(lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)> {
     assert!(available());
     // SAFETY: the CPU has AVX2 and FMA (checked above).
@@ -152,32 +161,22 @@ fn to_int(x: D) -> I {
     _mm256_xor_si256(biased, _mm256_set1_epi64x(TWO52_BITS as i64))
 }
 
-/// −m⁻¹ mod 2^51 per lane, in two parts for 32-bit multiplies: bits 0..32 and 32..51.
-#[derive(Clone, Copy)]
-pub struct K0 {
-    lo: I,
-    hi: I,
-}
-
-#[target_feature(enable = "avx2,fma")]
-fn k0_of(k0: I) -> K0 {
-    K0 {
-        lo: _mm256_and_si256(k0, _mm256_set1_epi64x(0xffff_ffff)),
-        hi: _mm256_srli_epi64::<32>(k0),
-    }
-}
-
-/// q for a column `t` complete up to its reduction term: −t·m⁻¹ mod 2^51 = t·k0 mod 2^51, as
-/// a double. On the integer multiplier (three 32×32-bit products: t0·k0, and t0·k1 + t1·k0
-/// shifted by 32), not the product of the columns: it is on the critical path of every pass,
-/// and this takes 15 cycles of latency where the floating-point product and its two
-/// conversions took 23. Bits of t above 51 only add multiples of 2^51.
+/// q for a column `t` complete up to its reduction term, modulo a prime (`from_form`; the
+/// exponentiation's modulus needs none: `reduce`): −t·m⁻¹ mod 2^51 = t·k0 mod 2^51, as a
+/// double. On the integer multiplier (three 32×32-bit products: t0·k0, and t0·k1 + t1·k0
+/// shifted by 32), not the product of the columns: this takes 15 cycles of latency where the
+/// floating-point product and its two conversions took 23. Bits of t above 51 only add
+/// multiples of 2^51.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn quotient(t: I, k0: K0) -> D {
+fn quotient(t: I, k0: I) -> D {
     let mask = _mm256_set1_epi64x(MASK as i64);
-    let low = mul32(t, k0.lo);
-    let cross = add(mul32(t, k0.hi), mul32(_mm256_srli_epi64::<32>(t), k0.lo));
+    // `vpmuludq` reads the low 32 bits of each lane: k0's low part as it stands.
+    let low = mul32(t, k0);
+    let cross = add(
+        mul32(t, _mm256_srli_epi64::<32>(k0)),
+        mul32(_mm256_srli_epi64::<32>(t), k0),
+    );
     to_f64(_mm256_and_si256(add(low, _mm256_slli_epi64::<32>(cross)), mask))
 }
 
@@ -243,20 +242,55 @@ fn column<const N: usize, const P: usize>(singles: [(D, D); N], pairs: [[(D, D);
 
 /// The reduction of a column `t`, complete but for its term q·m_0 (`corr`: its bias): q, and
 /// the column's carry with q·m_0 added, in two parts: the carry of t alone, and
-/// K = (t mod 2^51 + q·m_0) / 2^51. t + q·m_0 is a multiple of 2^51 (that is what q is for),
-/// so K is exact: one FMA forms t mod 2^51 + q·m_0 (a multiple of 2^51 below 2^102 + 2^51,
-/// representable), a second scales it by 2^−51 and adds 2^52, whose bits then hold K.
-/// Nine cycles from q to K, where q·m_0's two halves and the carry of the column took
-/// sixteen: this is the chain every pass waits on (`quotient`).
+/// K = (t mod 2^51 + q·m_0) / 2^51.
+///
+/// `SCALED` (the operations of the exponentiation): m is k0·p (`scaled_modulus`), so
+/// m_0 = 2^51 − 1 and −m⁻¹ ≡ 1 (mod 2^51): q is t's low limb, and K = q·2^51 / 2^51 = q.
+/// No multiplication, where the general quotient takes three integer multiplies and seven
+/// more instructions on the chain every pass waits on; the cost is a longer modulus, one limb
+/// more (docs/performance.md: at RSA-1024 on a Zen 3 the squaring 411 → 362 cycles at 12
+/// limbs instead of 11, the multiplication 479 → 455).
+///
+/// Otherwise (`from_form`, modulo the prime itself): q = t·k0 mod 2^51 (`quotient`); one FMA
+/// forms t mod 2^51 + q·m_0 (a multiple of 2^51 below 2^102 + 2^51, representable), a second
+/// scales it by 2^−51 and adds 2^52, whose bits then hold K.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn reduce(t: I, corr: u64, m0: D, k0: K0) -> (D, I, I) {
+fn reduce<const SCALED: bool>(t: I, corr: u64, m0: D, k0: I) -> (D, I, I) {
+    let t_low = _mm256_and_si256(t, _mm256_set1_epi64x(MASK as i64));
+    if SCALED {
+        return (to_f64(t_low), carry(t, corr), t_low);
+    }
     let q = quotient(t, k0);
-    let t_lo = to_f64(_mm256_and_si256(t, _mm256_set1_epi64x(MASK as i64)));
-    let sum = _mm256_fmadd_pd(q, m0, t_lo);
+    let sum = _mm256_fmadd_pd(q, m0, to_f64(t_low));
     let k = _mm256_fmadd_pd(sum, _mm256_set1_pd(TWO_M51), _mm256_set1_pd(TWO52));
     let k = _mm256_xor_si256(_mm256_castpd_si256(k), _mm256_set1_epi64x(TWO52_BITS as i64));
     (q, carry(t, corr), k)
+}
+
+/// k0·p per lane (p < 2^(51·L − 53), so the product fits L limbs): the modulus the operations
+/// of the exponentiation reduce by (`reduce`). Its low limb is 2^51 − 1 (k0 = −p⁻¹ mod
+/// 2^51). Per lane on the integer multiplier, once a call; p and k0 are secret, and the
+/// steps depend on neither.
+#[target_feature(enable = "avx2,fma")]
+fn scaled_modulus<const L: usize>(p: &[D; L], k0: I) -> [D; L] {
+    let mut limbs = untranspose::<L>(p);
+    // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid for both.
+    let mut k0s: [u64; LANES] = unsafe { std::mem::transmute::<I, [u64; 4]>(k0) };
+    for (lane, k) in limbs.iter_mut().zip(&k0s) {
+        let mut carry = 0u128;
+        for x in lane.iter_mut() {
+            // Wrapping: an overflow check would branch on the (secret) sum; it cannot overflow
+            // (k, x < 2^51, carry < 2^52).
+            let t = (*k as u128 * *x as u128).wrapping_add(carry);
+            *x = t as u64 & MASK;
+            carry = t >> W;
+        }
+    }
+    let out = transpose::<L>(LANES, &|k| &limbs[k]);
+    limbs.zeroize();
+    k0s.zeroize();
+    out
 }
 
 /// Pairs (i, j) in [0, l)² with i + j = c.
@@ -360,23 +394,30 @@ fn normalize<const L: usize>(cols: &[I], corr: &[u64], out: &mut [D; L]) {
 }
 
 /// Almost-Montgomery multiplication a = a·b/R mod m (below 2m for a, b below 2m), per lane,
-/// two rows per pass as in the avx2 kernel. In place: a is read through the passes, and only
+/// two rows per pass as in the avx2 kernel; `S`: m is a scaled modulus (`reduce`). In place:
+/// a is read through the passes, and only
 /// the final carry chain writes it (returning the value cost a 352-byte copy per operation at
 /// RSA-1024, 2% of the module's time in `perf`).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn amm_assign<const L: usize>(a: &mut [D; L], b: &[D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) {
+fn amm_assign<const L: usize, const S: bool>(
+    a: &mut [D; L],
+    b: &[D; L],
+    m: &[D; L],
+    k0: I,
+    s: &mut Scratch<L>,
+) {
     const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
     let corr = &Corr::<L>::AMM;
     let acc = s.cols.as_flattened_mut();
-    amm_pass::<L, true>(a[0], a[1], b, m, k0, corr, acc);
+    amm_pass::<L, true, S>(a[0], a[1], b, m, k0, corr, acc);
     let mut i = 2;
     while i + 1 < L {
-        amm_pass::<L, false>(a[i], a[i + 1], b, m, k0, &corr[i..], &mut acc[i..]);
+        amm_pass::<L, false, S>(a[i], a[i + 1], b, m, k0, &corr[i..], &mut acc[i..]);
         i += 2;
     }
     if L % 2 == 1 {
-        amm_last::<L>(a[L - 1], b, m, k0, corr[L - 1], &mut acc[L - 1..]);
+        amm_last::<L, S>(a[L - 1], b, m, k0, corr[L - 1], &mut acc[L - 1..]);
     }
     normalize::<L>(&acc[L..2 * L], &corr[L..2 * L], a);
 }
@@ -387,25 +428,25 @@ fn amm_assign<const L: usize>(a: &mut [D; L], b: &[D; L], m: &[D; L], k0: K0, s:
 /// i+L−1), as is every column of the first.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn amm_pass<const L: usize, const FIRST: bool>(
+fn amm_pass<const L: usize, const FIRST: bool, const S: bool>(
     a0: D,
     a1: D,
     b: &[D; L],
     m: &[D; L],
-    k0: K0,
+    k0: I,
     corr: &[u64],
     win: &mut [I],
 ) {
     let win = &mut win[..=L + 1];
     let (h, l) = product(a0, b[0]);
     let t = if FIRST { l } else { add(win[0], l) };
-    let (q0, c, k) = reduce(t, corr[0], m[0], k0);
+    let (q0, c, k) = reduce::<S>(t, corr[0], m[0], k0);
     let mut hi = add(h, c);
     if !FIRST {
         hi = add(hi, win[1]);
     }
     let u = add(column([(a0, b[1]), (a1, b[0]), (q0, m[1])], [], &mut hi), k);
-    let (q1, c, k) = reduce(u, corr[1], m[0], k0);
+    let (q1, c, k) = reduce::<S>(u, corr[1], m[0], k0);
     hi = add(add(hi, c), k);
     for k in 2..L {
         let s = column(
@@ -423,11 +464,11 @@ fn amm_pass<const L: usize, const FIRST: bool>(
 /// 2L−2.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: K0, corr: u64, win: &mut [I]) {
+fn amm_last<const L: usize, const S: bool>(a0: D, b: &[D; L], m: &[D; L], k0: I, corr: u64, win: &mut [I]) {
     let win = &mut win[..=L];
     let (h, l) = product(a0, b[0]);
     let t = add(win[0], l);
-    let (q0, c, k) = reduce(t, corr, m[0], k0);
+    let (q0, c, k) = reduce::<S>(t, corr, m[0], k0);
     let mut hi = add(add(h, c), k);
     for k in 1..L {
         let s = column([], [[(a0, b[k]), (q0, m[k])]], &mut hi);
@@ -449,7 +490,7 @@ fn amm_last<const L: usize>(a0: D, b: &[D; L], m: &[D; L], k0: K0, corr: u64, wi
 /// In place, as `amm_assign`.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) {
+fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: I, s: &mut Scratch<L>) {
     const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
     let a = &*x;
     let corr = &Corr::<L>::AMS;
@@ -469,7 +510,7 @@ fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: K0, s: &mut Scratc
         // The last row alone: its reduction, and a_{L−1}² in column 2L−2.
         let a0 = a[L - 1];
         let win = &mut acc[L - 1..=2 * L - 1];
-        let (q0, c, k) = reduce(win[0], corr[L - 1], m[0], k0);
+        let (q0, c, k) = reduce::<true>(win[0], corr[L - 1], m[0], k0);
         let mut hi = add(c, k);
         for k in 1..L - 1 {
             let s = column([(q0, m[k])], [], &mut hi);
@@ -486,14 +527,14 @@ fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: K0, s: &mut Scratc
 /// column 0 (a_0²) and column 2 (a_1²).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: K0, corr: &[u64], win: &mut [I]) {
+fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: I, corr: &[u64], win: &mut [I]) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[0], a[1]);
     let (h, t) = product(a0, a0);
-    let (q0, c, k) = reduce(t, corr[0], m[0], k0);
+    let (q0, c, k) = reduce::<true>(t, corr[0], m[0], k0);
     let mut hi = add(h, c);
     let u = add(column([(a0, a2[1]), (q0, m[1])], [], &mut hi), k);
-    let (q1, c, k) = reduce(u, corr[1], m[0], k0);
+    let (q1, c, k) = reduce::<true>(u, corr[1], m[0], k0);
     hi = add(add(hi, c), k);
     win[2] = column([(a0, a2[2]), (a1, a1)], [[(q0, m[2]), (q1, m[1])]], &mut hi);
     for k in 3..L {
@@ -517,16 +558,16 @@ fn ams_pass<const L: usize>(
     a: &[D; L],
     a2: &[D; L],
     m: &[D; L],
-    k0: K0,
+    k0: I,
     corr: &[u64],
     win: &mut [I],
 ) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[i], a[i + 1]);
-    let (q0, c, k) = reduce(win[0], corr[0], m[0], k0);
+    let (q0, c, k) = reduce::<true>(win[0], corr[0], m[0], k0);
     let mut hi = add(c, win[1]);
     let u = add(column([(q0, m[1])], [], &mut hi), k);
-    let (q1, c, k) = reduce(u, corr[1], m[0], k0);
+    let (q1, c, k) = reduce::<true>(u, corr[1], m[0], k0);
     hi = add(add(hi, c), k);
     // Columns 2..i: the reduction only.
     for k in 2..i {
@@ -695,7 +736,7 @@ pub struct Fma;
 
 impl<const L: usize> Arith<L> for Fma {
     type Num = [D; L];
-    type K0 = K0;
+    type K0 = I;
     type Scratch = Scratch<L>;
     type Table = Table<L>;
 
@@ -705,8 +746,8 @@ impl<const L: usize> Arith<L> for Fma {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn k0(lanes: usize, get: &dyn Fn(usize) -> u64) -> K0 {
-        k0_of(per_lane(lanes, get))
+    unsafe fn k0(lanes: usize, get: &dyn Fn(usize) -> u64) -> I {
+        per_lane(lanes, get)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -725,12 +766,22 @@ impl<const L: usize> Arith<L> for Fma {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn amm(a: &mut [D; L], b: &[D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) {
-        amm_assign::<L>(a, b, m, k0, s)
+    unsafe fn modulus(p: &[D; L], k0: I) -> [D; L] {
+        scaled_modulus::<L>(p, k0)
     }
 
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn ams(a: &mut [D; L], m: &[D; L], k0: K0, s: &mut Scratch<L>) {
+    unsafe fn from_form(a: &mut [D; L], p: &[D; L], k0: I, s: &mut Scratch<L>) {
+        amm_assign::<L, false>(a, &one::<L>(), p, k0, s)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn amm(a: &mut [D; L], b: &[D; L], m: &[D; L], k0: I, s: &mut Scratch<L>) {
+        amm_assign::<L, true>(a, b, m, k0, s)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn ams(a: &mut [D; L], m: &[D; L], k0: I, s: &mut Scratch<L>) {
         ams_assign::<L>(a, m, k0, s)
     }
 
@@ -794,18 +845,43 @@ mod tests {
         v
     }
 
+    /// A random odd modulus for the operations at L limbs: of 51·L − 3 bits (R ≥ 4m with a
+    /// bit to spare), or, `scaled`, k0·p for a p of 51·L − 53 bits (`scaled_modulus`: the
+    /// modulus of the exponentiation, whose low limb is 2^51 − 1).
+    fn random_modulus(l: usize, scaled: bool) -> Vec<u64> {
+        if !scaled {
+            let top = W - 3;
+            let mut m = random_below(l, top);
+            m[l - 1] |= 1 << (top - 1);
+            m[0] |= 1;
+            return m;
+        }
+        let mut p = random_below(l, 0);
+        p[l - 2] &= (1 << (W - 2)) - 1;
+        p[l - 2] |= 1 << (W - 3);
+        p[0] |= 1;
+        let k0 = limbs::mont_k0(p[0], W);
+        let mut carry = 0u128;
+        for x in p.iter_mut() {
+            let t = k0 as u128 * *x as u128 + carry;
+            *x = t as u64 & MASK;
+            carry = t >> W;
+        }
+        assert_eq!((carry, p[0]), (0, MASK));
+        p
+    }
+
     /// `amm` and `ams` against the scalar 128-bit-column Montgomery product (`limbs::amm_into`),
     /// both reduced once, on four lanes of random moduli and operands up to 2m − 1, and on the
-    /// extremes (every limb at its largest, zero, m − 1, 2m − 1).
+    /// extremes (every limb at its largest, zero, m − 1, 2m − 1): both operations of the
+    /// exponentiation on scaled moduli (`reduce::<true>`), the multiplication also on moduli
+    /// of any low limb (`reduce::<false>`, `from_form`).
     fn ops_match_scalar<const L: usize>() {
-        for round in 0..200 {
+        for round in 0..400 {
+            let scaled = round % 2 == 0;
             let mut lanes = vec![];
             for k in 0..LANES {
-                // m of 51·L − 3 bits (R ≥ 4m with a bit to spare... and the top bit set).
-                let top = W - 3;
-                let mut m = random_below(L, top);
-                m[L - 1] |= 1 << (top - 1);
-                m[0] |= 1;
+                let m = random_modulus(L, scaled);
                 let m2_minus_1 = {
                     let (mut d, mut s) = (vec![0u64; L], vec![0u64; L]);
                     limbs::add_into(&m, &m, W, &mut d);
@@ -815,7 +891,7 @@ mod tests {
                     s
                 };
                 let pick = |r: usize| -> Vec<u64> {
-                    match (round + r + k) % 7 {
+                    match (round / 2 + r + k) % 7 {
                         0 => m2_minus_1.clone(),
                         1 => vec![0u64; L],
                         2 => {
@@ -824,8 +900,13 @@ mod tests {
                             v
                         }
                         _ => {
-                            let mut v = random_below(L, top);
-                            v[L - 1] &= (1 << (top - 1)) - 1;
+                            // Below m: a random value one bit shorter.
+                            let mut v = random_below(L, W);
+                            let top = (L - 1..L).chain((0..L - 1).rev()).find(|&j| m[j] != 0).unwrap();
+                            v[top] &= (1u64 << (64 - m[top].leading_zeros() - 1)) - 1;
+                            for x in v.iter_mut().skip(top + 1) {
+                                *x = 0;
+                            }
                             v
                         }
                     }
@@ -833,26 +914,33 @@ mod tests {
                 lanes.push((pick(0), pick(3), m));
             }
             // SAFETY (of the calls below): the test runs only where the CPU has AVX2 and FMA.
-            unsafe { check_lanes::<L>(&lanes) };
+            unsafe { check_lanes::<L>(&lanes, scaled) };
         }
     }
 
     #[target_feature(enable = "avx2,fma")]
-    fn check_lanes<const L: usize>(lanes: &[(Vec<u64>, Vec<u64>, Vec<u64>)]) {
+    fn check_lanes<const L: usize>(lanes: &[(Vec<u64>, Vec<u64>, Vec<u64>)], scaled: bool) {
         let mut s = Scratch::<L>::new(_mm256_setzero_si256(), _mm256_setzero_pd());
         let a = transpose::<L>(4, &|k| &lanes[k].0);
         let b = transpose::<L>(4, &|k| &lanes[k].1);
         let m = transpose::<L>(4, &|k| &lanes[k].2);
         let k0s: Vec<u64> = lanes.iter().map(|l| limbs::mont_k0(l.2[0], W)).collect();
-        let k0 = k0_of(per_lane(4, &|k| k0s[k]));
+        let k0 = per_lane(4, &|k| k0s[k]);
         let mut prod = a;
-        amm_assign::<L>(&mut prod, &b, &m, k0, &mut s);
-        let prod = untranspose::<L>(&prod);
         let mut sq = a;
-        ams_assign::<L>(&mut sq, &m, k0, &mut s);
-        let sq = untranspose::<L>(&sq);
+        if scaled {
+            amm_assign::<L, true>(&mut prod, &b, &m, k0, &mut s);
+            ams_assign::<L>(&mut sq, &m, k0, &mut s);
+        } else {
+            amm_assign::<L, false>(&mut prod, &b, &m, k0, &mut s);
+        }
+        let (prod, sq) = (untranspose::<L>(&prod), untranspose::<L>(&sq));
         for (k, (x, y, n)) in lanes.iter().enumerate() {
-            for (got, y, what) in [(&prod[k], y, "amm"), (&sq[k], x, "ams")] {
+            let mut ops = vec![(&prod[k], y, "amm")];
+            if scaled {
+                ops.push((&sq[k], x, "ams"));
+            }
+            for (got, y, what) in ops {
                 let (mut want, mut scratch) = (vec![0u64; L], vec![0u64; L]);
                 limbs::amm_into(x, y, n, k0s[k], W, &mut want);
                 // Both below 2m: equal once each is reduced by m.
@@ -863,7 +951,7 @@ mod tests {
                 );
                 limbs::reduce_once(&mut got, n, W, &mut scratch);
                 limbs::reduce_once(&mut want, n, W, &mut scratch);
-                assert_eq!(got, want, "{what} at {L} limbs, lane {k}");
+                assert_eq!(got, want, "{what} at {L} limbs, lane {k}, scaled {scaled}");
             }
         }
     }
@@ -874,13 +962,13 @@ mod tests {
             eprintln!("no AVX2 and FMA on this CPU");
             return;
         }
-        // Every limb count compiled (the classes, all odd), and an even one: the code is
-        // generic over L and takes the even case's other ending.
-        ops_match_scalar::<11>();
+        // Every limb count compiled (the classes, all even), and an odd one: the code is
+        // generic over L and takes the odd case's other ending.
+        ops_match_scalar::<12>();
         ops_match_scalar::<21>();
         ops_match_scalar::<22>();
-        ops_match_scalar::<31>();
-        ops_match_scalar::<41>();
+        ops_match_scalar::<32>();
+        ops_match_scalar::<42>();
     }
 
     /// `product_pair` against i128 arithmetic: hi's bits less 2^103's are H1 + H2 and lo's less

@@ -233,8 +233,8 @@ fn congruent<A: Arith>(s: &[u64], c: &[u64], h: &Half, e: u64) -> u64 {
 
 /// s^e mod n as `modulus_len` big-endian bytes, for the big-endian s (`modulus_len` bytes,
 /// below n: callers check that), on the family's arithmetic: the public-key operation
-/// (RSAVP1, RSAEP) of `engine::PublicKey`. None for a modulus
-/// over `MAX_LIMBS` or an s of another length. Public values only: the loop branches on e.
+/// (RSAVP1, RSAEP) of `engine::PublicKey`. None for a modulus over `MAX_LIMBS` or an s of
+/// another length. Public values only: the loop branches on e.
 pub fn public_power<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, s_be: &[u8]) -> Option<Vec<u8>> {
     let len = n.m.len();
     if len > MAX_LIMBS || s_be.len() != modulus_len || e == 0 {

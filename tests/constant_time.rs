@@ -4,9 +4,10 @@
 //! registry (`Family::private_op_for_ct`; the reference, the rsa crate, excepted): key
 //! preparation, input reduction, the modular exponentiation with its table selection, Garner
 //! recombination, output serialisation, and the check where it reads the secrets
-//! (`Family::check_for_ct`: the four-lane and scalar families check modulo the primes). Where valgrind
-//! cannot execute a family's instructions (AVX-512) the family runs its emulated build: the
-//! same generic code with each such instruction replaced by branch-free integer code.
+//! (`Family::check_for_ct`: the four-lane and scalar families check modulo the primes).
+//! Where valgrind cannot execute a family's instructions (AVX-512) the family runs its
+//! emulated build: the same generic code with each such instruction replaced by branch-free
+//! integer code.
 //!
 //! Run by hand: `cargo nextest run --test constant_time` (needs valgrind).
 

@@ -217,15 +217,7 @@ fn congruent<A: Arith>(s: &[u64], c: &[u64], h: &Half, e: u64) -> u64 {
     let mut y = Zeroizing::new(vec![0u64; n]);
     let mut t = Zeroizing::new(vec![0u64; n]);
     montgomery_form::<A>(s, h, &mut base);
-    y.copy_from_slice(&base);
-    for bit in (0..63 - e.leading_zeros()).rev() {
-        A::sqr(&y, m, k0, &mut t);
-        if e >> bit & 1 == 1 {
-            A::mul(&t, &base, m, k0, &mut y);
-        } else {
-            std::mem::swap(&mut y, &mut t);
-        }
-    }
+    power_public::<A>(&base, e, m, k0, &mut y, &mut t);
     montgomery_form::<A>(c, h, &mut t);
     let diff = y.iter().zip(t.iter()).fold(0, |d, (a, b)| d | (a ^ b));
     mask_eq(diff, 0)
@@ -244,26 +236,40 @@ pub fn public_power<A: Arith>(n: &Modulus, e: u64, modulus_len: usize, s_be: &[u
     from_be_bytes(s_be, &mut s);
     let mut base = vec![0u64; len];
     A::mul(&s, &n.rr, &n.m, n.k0, &mut base);
-    let mut y = base.clone();
-    let mut t = vec![0u64; len];
-    // The squarings on the dedicated squaring where the arithmetic has one at this size.
-    let square = A::serves_limbs(len);
-    for bit in (0..63 - e.leading_zeros()).rev() {
-        if square {
-            A::sqr(&y, &n.m, n.k0, &mut t);
-        } else {
-            A::mul(&y, &y, &n.m, n.k0, &mut t);
-        }
-        if e >> bit & 1 == 1 {
-            A::mul(&t, &base, &n.m, n.k0, &mut y);
-        } else {
-            std::mem::swap(&mut y, &mut t);
-        }
-    }
+    let (mut y, mut t) = (vec![0u64; len], vec![0u64; len]);
+    power_public::<A>(&base, e, &n.m, n.k0, &mut y, &mut t);
     let mut one = vec![0u64; len];
     one[0] = 1;
     A::mul(&y, &one, &n.m, n.k0, &mut t);
     Some(to_be_bytes(&t, modulus_len))
+}
+
+/// y = base^e, both in Montgomery form modulo m, by squarings from e's top bit and a product
+/// where its bit is set; `t` is scratch. e is public: the branches on its bits are fine. The
+/// squarings run on the dedicated squaring where the arithmetic has one at this size. The
+/// public-key operation's power and the check's.
+fn power_public<A: Arith>(base: &[u64], e: u64, m: &[u64], k0: u64, y: &mut [u64], t: &mut [u64]) {
+    let square = A::serves_limbs(m.len());
+    y.copy_from_slice(base);
+    let (mut acc, mut tmp) = (y, t);
+    // Whether the value is in `t`'s buffer (after an odd number of swaps).
+    let mut in_t = false;
+    for bit in (0..63 - e.leading_zeros()).rev() {
+        if square {
+            A::sqr(acc, m, k0, tmp);
+        } else {
+            A::mul(acc, acc, m, k0, tmp);
+        }
+        if e >> bit & 1 == 1 {
+            A::mul(tmp, base, m, k0, acc);
+        } else {
+            std::mem::swap(&mut acc, &mut tmp);
+            in_t = !in_t;
+        }
+    }
+    if in_t {
+        tmp.copy_from_slice(acc);
+    }
 }
 
 /// The checked private-key operation (an empty, unverified result for a malformed input, which

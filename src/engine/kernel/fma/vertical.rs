@@ -33,6 +33,11 @@
 //! (10% of `amm`'s, 5% of `ams`'s) predicted more: the operations are not bound by their
 //! instruction count there (`docs/performance.md`).
 //!
+//! What bounds them there is the chain from one Montgomery quotient to the next: each
+//! quotient's product with m_1 lands in the column of the next. Those products stay single,
+//! and start from the quotient offset by 2^52 (`product_biased`), which skips its conversion
+//! to a double: 3-4% off both operations on a Zen 3, where either change alone gave nothing.
+//!
 //! This relies on the default floating-point environment (round to nearest, exceptions
 //! masked), which Rust code assumes everywhere; `default_fp_env` checks it before every
 //! call, and a result computed otherwise would fail the check before release anyway. No
@@ -209,6 +214,75 @@ fn product_pair(x1: D, y1: D, x2: D, y2: D) -> (I, I) {
     )
 }
 
+/// What the reduction needs besides m, per lane, formed once an operation: k0 (for the
+/// general quotient), and for `product_biased` m_1, 2^103 − 2^52·m_1 and
+/// 2^103 + 3·2^51 − 2^52·m_1 (multiples of 2^51 with at most 53 significant bits: exact).
+#[derive(Clone, Copy)]
+struct Reduction {
+    k0: I,
+    m1: D,
+    hi_base: D,
+    lo_shift: D,
+}
+
+impl Reduction {
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn new(m1: D, k0: I) -> Reduction {
+        let minus = _mm256_set1_pd(-TWO52);
+        Reduction {
+            k0,
+            m1,
+            hi_base: _mm256_fmadd_pd(m1, minus, _mm256_set1_pd(HI_BASE)),
+            lo_shift: _mm256_fmadd_pd(m1, minus, _mm256_set1_pd(LO_SHIFT)),
+        }
+    }
+}
+
+/// A quotient (the low limb `k` of its column, below 2^51) as the double 2^52 + q: its bits
+/// are k's with 2^52's exponent, one `or` where the double q itself takes a subtraction more.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn offset_quotient(k: I) -> D {
+    _mm256_castsi256_pd(_mm256_or_si256(k, _mm256_set1_epi64x(TWO52_BITS as i64)))
+}
+
+/// q·m_1 from x = 2^52 + q (`offset_quotient`), as `product(q, m_1)`'s halves, bit for bit:
+/// x·m_1 + (2^103 − 2^52·m_1) is exactly q·m_1 + 2^103 before the FMA rounds it, and
+/// d = (2^103 + 3·2^51 − 2^52·m_1) − hi = (3 − H)·2^51 − 2^52·m_1 is exact (below 2^104 in
+/// magnitude, a multiple of 2^51), so x·m_1 + d = L + 3·2^51 as before. The quotient's
+/// conversion to a double, a subtraction of 3 cycles, leaves the chain each pass waits on
+/// (a quotient, its product with m_1, the next column, the next quotient).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn product_biased(x: D, t: Reduction) -> (I, I) {
+    let hi = _mm256_fmadd_pd(x, t.m1, t.hi_base);
+    let d = _mm256_sub_pd(t.lo_shift, hi);
+    (
+        _mm256_castpd_si256(hi),
+        _mm256_castpd_si256(_mm256_fmadd_pd(x, t.m1, d)),
+    )
+}
+
+/// A column's sum `out` and the high halves `hi` with one more product's halves, its low half
+/// added last (the term a quotient waits on).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn with_term(out: I, hi: &mut I, (h, l): (I, I)) -> I {
+    *hi = add(*hi, h);
+    add(out, l)
+}
+
+/// A column of one product: its low half with `hi` (the high halves before it), summed;
+/// `hi` becomes its high half.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn term_only(hi: &mut I, (h, l): (I, I)) -> I {
+    let out = add(l, *hi);
+    *hi = h;
+    out
+}
+
 /// The products of one column: `singles` one by one, `pairs` two at a time (`product_pair`:
 /// only where every factor is below 2^51, so not the doubled operand of `ams`); their low
 /// halves with `hi`, the high halves of the column before (and any carry into this one),
@@ -314,16 +388,19 @@ const fn products(c: usize, l: usize, square: bool) -> u64 {
 
 /// Pairs of products in column c that `product_pair` joins into one bias: in every pass of
 /// `amm` the columns 2..L−1 (counted from the pass's first row) join a_i·b_k with
-/// a_{i+1}·b_{k−1} and q_i·m_k with q_{i+1}·m_{k−1}, column L its two products, and the last
+/// a_{i+1}·b_{k−1}, and the columns 3..L−1 q_i·m_k with q_{i+1}·m_{k−1} (in column 2,
+/// q_{i+1}·m_1 stays single: `ams_pass`), column L its two products, and the last
 /// row alone (odd L) a_{L−1}·b_k with q·m_k in columns 1..L−1; in every pass of `ams` the
-/// columns 2..L−1 join their two reduction terms.
+/// columns 3..L−1 join their two reduction terms.
 const fn joined(c: usize, l: usize, square: bool) -> u64 {
     let mut n = 0;
     let mut i = 0;
     while i + 1 < l {
         if c >= i {
             let k = c - i;
-            if k >= 2 && k < l {
+            if k == 2 && !square {
+                n += 1;
+            } else if k >= 3 && k < l {
                 n += if square { 1 } else { 2 };
             } else if k == l && !square {
                 n += 1;
@@ -410,10 +487,11 @@ fn amm_assign<const L: usize, const S: bool>(
     const { assert!(L >= 4 && 2 * L <= MAX_COLS) };
     let corr = &Corr::<L>::AMM;
     let acc = s.cols.as_flattened_mut();
-    amm_pass::<L, true, S>(a[0], a[1], b, m, k0, corr, acc);
+    let r = Reduction::new(m[1], k0);
+    amm_pass::<L, true, S>(a[0], a[1], b, m, r, corr, acc);
     let mut i = 2;
     while i + 1 < L {
-        amm_pass::<L, false, S>(a[i], a[i + 1], b, m, k0, &corr[i..], &mut acc[i..]);
+        amm_pass::<L, false, S>(a[i], a[i + 1], b, m, r, &corr[i..], &mut acc[i..]);
         i += 2;
     }
     if L % 2 == 1 {
@@ -433,22 +511,37 @@ fn amm_pass<const L: usize, const FIRST: bool, const S: bool>(
     a1: D,
     b: &[D; L],
     m: &[D; L],
-    k0: I,
+    r: Reduction,
     corr: &[u64],
     win: &mut [I],
 ) {
     let win = &mut win[..=L + 1];
     let (h, l) = product(a0, b[0]);
     let t = if FIRST { l } else { add(win[0], l) };
-    let (q0, c, k) = reduce::<S>(t, corr[0], m[0], k0);
-    let mut hi = add(h, c);
+    let (q0, c, k) = reduce::<S>(t, corr[0], m[0], r.k0);
+    // K joins the high halves before the column's products, off the chain to q1.
+    let mut hi = add(add(h, c), k);
     if !FIRST {
         hi = add(hi, win[1]);
     }
-    let u = add(column([(a0, b[1]), (a1, b[0]), (q0, m[1])], [], &mut hi), k);
-    let (q1, c, k) = reduce::<S>(u, corr[1], m[0], k0);
+    // With a scaled modulus k is q0 itself, and the products with m_1 start from 2^52 + q
+    // (`product_biased`), single, their low half added last (see `ams_pass`).
+    let u = if S {
+        let out = column([(a0, b[1]), (a1, b[0])], [], &mut hi);
+        with_term(out, &mut hi, product_biased(offset_quotient(k), r))
+    } else {
+        column([(a0, b[1]), (a1, b[0]), (q0, m[1])], [], &mut hi)
+    };
+    let (q1, c, k) = reduce::<S>(u, corr[1], m[0], r.k0);
     hi = add(add(hi, c), k);
-    for k in 2..L {
+    let s = if S {
+        let out = column([(q0, m[2])], [[(a0, b[2]), (a1, b[1])]], &mut hi);
+        with_term(out, &mut hi, product_biased(offset_quotient(k), r))
+    } else {
+        column([(q0, m[2]), (q1, m[1])], [[(a0, b[2]), (a1, b[1])]], &mut hi)
+    };
+    win[2] = if FIRST { s } else { add(win[2], s) };
+    for k in 3..L {
         let s = column(
             [],
             [[(a0, b[k]), (a1, b[k - 1])], [(q0, m[k]), (q1, m[k - 1])]],
@@ -500,10 +593,11 @@ fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: I, s: &mut Scratch
     }
     let a2 = &*a2;
     let acc = s.cols.as_flattened_mut();
-    ams_first::<L>(a, a2, m, k0, corr, acc);
+    let r = Reduction::new(m[1], k0);
+    ams_first::<L>(a, a2, m, r, corr, acc);
     let mut i = 2;
     while i + 1 < L {
-        ams_pass::<L>(i, a, a2, m, k0, &corr[i..], &mut acc[i..]);
+        ams_pass::<L>(i, a, a2, m, r, &corr[i..], &mut acc[i..]);
         i += 2;
     }
     if L % 2 == 1 {
@@ -527,16 +621,18 @@ fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: I, s: &mut Scratch
 /// column 0 (a_0²) and column 2 (a_1²).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], k0: I, corr: &[u64], win: &mut [I]) {
+fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], r: Reduction, corr: &[u64], win: &mut [I]) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[0], a[1]);
     let (h, t) = product(a0, a0);
-    let (q0, c, k) = reduce::<true>(t, corr[0], m[0], k0);
-    let mut hi = add(h, c);
-    let u = add(column([(a0, a2[1]), (q0, m[1])], [], &mut hi), k);
-    let (q1, c, k) = reduce::<true>(u, corr[1], m[0], k0);
+    let (q0, c, k) = reduce::<true>(t, corr[0], m[0], r.k0);
+    let mut hi = add(add(h, c), k);
+    let out = column([(a0, a2[1])], [], &mut hi);
+    let u = with_term(out, &mut hi, product_biased(offset_quotient(k), r));
+    let (q1, c, k) = reduce::<true>(u, corr[1], m[0], r.k0);
     hi = add(add(hi, c), k);
-    win[2] = column([(a0, a2[2]), (a1, a1)], [[(q0, m[2]), (q1, m[1])]], &mut hi);
+    let out = column([(a0, a2[2]), (a1, a1), (q0, m[2])], [], &mut hi);
+    win[2] = with_term(out, &mut hi, product_biased(offset_quotient(k), r));
     for k in 3..L {
         win[k] = column(
             [(a0, a2[k]), (a1, a2[k - 1])],
@@ -558,25 +654,40 @@ fn ams_pass<const L: usize>(
     a: &[D; L],
     a2: &[D; L],
     m: &[D; L],
-    k0: I,
+    r: Reduction,
     corr: &[u64],
     win: &mut [I],
 ) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[i], a[i + 1]);
-    let (q0, c, k) = reduce::<true>(win[0], corr[0], m[0], k0);
-    let mut hi = add(c, win[1]);
-    let u = add(column([(q0, m[1])], [], &mut hi), k);
-    let (q1, c, k) = reduce::<true>(u, corr[1], m[0], k0);
+    // The chain each pass waits on: q0, q0·m_1 into column i+1, q1, q1·m_1 into column i+2,
+    // the next pass's q0. K joins the high halves first, off it; the products with m_1 start
+    // from 2^52 + q (`product_biased`) and are single, not joined to q0·m_2 (`product_pair`
+    // adds a floating-point addition after the second product). On a Zen 3 either change
+    // alone moved nothing and both together made `ams` 4% faster, the exponentiation 3%
+    // (docs/performance.md): the two chains are the same length, so both must shorten.
+    let (q0, c, k) = reduce::<true>(win[0], corr[0], m[0], r.k0);
+    let mut hi = add(add(c, win[1]), k);
+    let u = term_only(&mut hi, product_biased(offset_quotient(k), r));
+    let (q1, c, k) = reduce::<true>(u, corr[1], m[0], r.k0);
     hi = add(add(hi, c), k);
-    // Columns 2..i: the reduction only.
-    for k in 2..i {
-        let s = column([], [[(q0, m[k]), (q1, m[k - 1])]], &mut hi);
-        win[k] = add(win[k], s);
+    let x1 = offset_quotient(k);
+    // Columns 2..i: the reduction only; column i: a_i² too; column i+1: a_i·2a_{i+1}.
+    if i > 2 {
+        let out = column([(q0, m[2])], [], &mut hi);
+        let s = with_term(out, &mut hi, product_biased(x1, r));
+        win[2] = add(win[2], s);
+        for k in 3..i {
+            let s = column([], [[(q0, m[k]), (q1, m[k - 1])]], &mut hi);
+            win[k] = add(win[k], s);
+        }
+        let s = column([(a0, a0)], [[(q0, m[i]), (q1, m[i - 1])]], &mut hi);
+        win[i] = add(win[i], s);
+    } else {
+        let out = column([(a0, a0), (q0, m[2])], [], &mut hi);
+        let s = with_term(out, &mut hi, product_biased(x1, r));
+        win[2] = add(win[2], s);
     }
-    // Column i: a_i²; column i+1: a_i·2a_{i+1}.
-    let s = column([(a0, a0)], [[(q0, m[i]), (q1, m[i - 1])]], &mut hi);
-    win[i] = add(win[i], s);
     let s = column([(a0, a2[i + 1])], [[(q0, m[i + 1]), (q1, m[i])]], &mut hi);
     win[i + 1] = add(win[i + 1], s);
     if i + 2 == L {
@@ -1028,6 +1139,51 @@ mod tests {
                     group[k]
                 );
                 assert_eq!((h << 51) + l, a * b + c * d, "{:?}", group[k]);
+            }
+        }
+    }
+
+    /// q·m_1 from the offset quotient 2^52 + q gives `product(q, m_1)`'s halves bit for bit,
+    /// and those halves are q·m_1 exactly: at the extremes of q and m_1 (0, 1, 2^50 for the
+    /// ties that round either way, 2^51 − 1) and on 4,000 random pairs.
+    #[test]
+    fn the_offset_quotient_gives_the_same_product() {
+        if !available() {
+            eprintln!("no AVX2 and FMA on this CPU");
+            return;
+        }
+        let edges = [0, 1, 3, 1 << 50, (1 << 50) + 1, MASK - 2, MASK];
+        let mut cases: Vec<[u64; 2]> = edges.iter().flat_map(|&q| edges.map(|m| [q, m])).collect();
+        for _ in 0..4000 {
+            let r = random_below(2, 51);
+            cases.push([r[0], r[1]]);
+        }
+        for group in cases.chunks(LANES) {
+            let lane = |i: usize| -> [u64; 4] { std::array::from_fn(|k| group[k % group.len()][i]) };
+            let (q, m1) = (lane(0), lane(1));
+            let mut got = [[0u64; 4]; 4];
+            // SAFETY: the CPU has AVX2 and FMA (checked above); the loads and stores are of
+            // four-element local arrays.
+            unsafe {
+                let qi = _mm256_loadu_si256(q.as_ptr().cast());
+                let md = to_f64(_mm256_loadu_si256(m1.as_ptr().cast()));
+                let (h, l) = product_biased(offset_quotient(qi), Reduction::new(md, _mm256_setzero_si256()));
+                let (h0, l0) = product(to_f64(qi), md);
+                for (g, v) in got.iter_mut().zip([h, l, h0, l0]) {
+                    _mm256_storeu_si256(g.as_mut_ptr().cast(), v);
+                }
+            }
+            for k in 0..group.len() {
+                let [hi, lo, hi0, lo0] = got.map(|g| g[k]);
+                assert_eq!((hi, lo), (hi0, lo0), "{:?}", group[k]);
+                let h = hi as i128 - HI_BIAS as i128;
+                let l = lo as i128 - LO_BIAS as i128;
+                assert_eq!(
+                    (h << 51) + l,
+                    group[k][0] as i128 * group[k][1] as i128,
+                    "{:?}",
+                    group[k]
+                );
             }
         }
     }

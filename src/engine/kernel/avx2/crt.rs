@@ -21,8 +21,9 @@ pub trait Lanes: 'static {
     const VENDOR_ID: u64;
     /// Radix of the private-key kernel.
     const W: u32;
-    /// Bits R = 2^(W·L) needs above a prime's: 2 for R ≥ 4p, and W more where the kernel
-    /// reduces by a multiple k0·p of the prime (`exp::Arith::modulus`, the fma kernel).
+    /// Bits R = 2^(W·L) needs above a prime's: 2 for R ≥ 4p, and the multiplier's where the
+    /// kernel reduces by a multiple k·p of the prime (`exp::Arith::modulus`; the fma kernel's
+    /// k has 70 bits).
     const HEADROOM: usize;
     /// Limb counts of a prime with a compiled kernel (batch classes, for RSA-1024, 2048, 3072
     /// and 4096), each with R = 2^(W·L) ≥ 4p for the primes of its class.

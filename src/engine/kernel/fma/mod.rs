@@ -14,10 +14,10 @@ use std::marker::PhantomData;
 /// The family object in `REGISTRY`.
 pub const FMA: FourLanes<Fma51> = FourLanes(PhantomData);
 
-/// Limb counts of a prime with a compiled kernel (batch classes): primes of 510 to 559,
-/// 1,020 to 1,069, 1,530 to 1,579 and 2,040 to 2,089 bits (RSA-1024, 2048, 3072, 4096), with
-/// R = 2^(51·L) ≥ 4·k0·p: the operations reduce by k0·p (`vertical::reduce`), one limb
-/// longer than the prime needs.
+/// Limb counts of a prime with a compiled kernel (batch classes): primes of 490 to 540,
+/// 1,000 to 1,050, 1,510 to 1,560 and 2,020 to 2,070 bits (RSA-1024, 2048, 3072, 4096), with
+/// R = 2^(51·L) ≥ 4·k·p: the operations reduce by k·p, k = −p⁻¹ mod 2^70
+/// (`vertical::scaled_modulus`), one limb longer than the prime needs.
 const LIMBS: [usize; 4] = [12, 22, 32, 42];
 
 /// The floating-point kernel of `vertical.rs`, radix 2^51.
@@ -28,19 +28,19 @@ impl Lanes for Fma51 {
     const DESCRIPTION: &'static str = "AVX2 FMA multi-buffer, 51-bit limbs (4 lanes: 2 signatures per call)";
     const VENDOR_ID: u64 = 5;
     const W: u32 = vertical::W;
-    const HEADROOM: usize = 2 + vertical::W as usize;
+    const HEADROOM: usize = 2 + vertical::SCALE_BITS as usize;
     const LIMB_COUNTS: [usize; 4] = LIMBS;
     /// Computed with Python's `pow` over the inputs of `avx2::kat::inputs` at these limb
     /// counts and radix.
     const KAT_DIGESTS: [&'static str; 8] = [
-        "43d024ee009d4d58b7ceceb834a0144eb44ce33b378c3c46f5e4fec41ce4da76",
-        "7424497b5572ae0257c05e11d03ced133cf31f6ddc1fd0725745dfb0f6b6da1d",
-        "41bac32fc1ef995c976e8139c49790bbdf1980bc02626d03a37369574ef78c1c",
-        "96188d23d3483b4f26fae451d21b132e9d1e3e49f6bdbc588a1f82e4f2641602",
-        "67e375010af6ae45642ba6af47e8e11af157bdbc97366336fae0b7ee5c28b0e4",
-        "13d79f188c247b07aa5fd2adcc2322f03a3fb1219f36771f9ac6a39cec93f52e",
-        "7939627e359e45d6517118168c3e7646960302b09e192b7cd40c9a5741123c32",
-        "645e12bd7feed154e298cc778f203598bcb10e7e56d4426dfcbb0cc95a594b86",
+        "4255195a2755e8cd1692f624f723b4e2e76faad6b209724f26823e4dcb006b58",
+        "1edb35deffffefb0f0d18dd4a203de55b2c2763b68fbc5f488ca9364ba67c620",
+        "bfdbbc6d5fba2a6e43eeb86cd73c29e25b42c467c57cabb54547505882923156",
+        "9af0bed300f645519cb110d5ee2224a9206f0b2aa12b6b41acd2814fc977a41a",
+        "bbb53977e2a5fc3fb32995614f04c16179401d59979fd01178a0b9087141995b",
+        "3891e43b0b6920e5493d4430d6c011b5f695c47b3f482074739a062dcad595d1",
+        "a7ea163d47ca04f016c55a34934c0cd90aa5354fb8af802cec35a6d396b05207",
+        "dbf20499902a5ee13d3716321e746bd63fc65bf8d91b3aa8085f3b91f3b09e90",
     ];
 
     fn available() -> bool {

@@ -34,9 +34,8 @@
 //! instruction count there (`docs/performance.md`).
 //!
 //! What bounds them there is the chain from one Montgomery quotient to the next: each
-//! quotient's product with m_1 lands in the column of the next. Those products stay single,
-//! and start from the quotient offset by 2^52 (`product_biased`), which skips its conversion
-//! to a double: 3-4% off both operations on a Zen 3, where either change alone gave nothing.
+//! quotient's product with m_1 lands in the column of the next (the modulus's form below
+//! takes that product off the floating-point unit).
 //!
 //! This relies on the default floating-point environment (round to nearest, exceptions
 //! masked), which Rust code assumes everywhere; `default_fp_env` checks it before every
@@ -44,14 +43,25 @@
 //! operand or result is ever subnormal (every value is an integer, 0 or at least 1), so the
 //! floating-point operations take the same time for every value.
 //!
-//! The modulus of the exponentiation is not the prime p but k0·p, k0 = −p⁻¹ mod 2^51
-//! (`scaled_modulus`): its low limb is 2^51 − 1, so −(k0·p)⁻¹ ≡ 1 (mod 2^51) and every
-//! Montgomery quotient is its column's low limb as it stands, with no multiplication on the
-//! chain each pass waits on (`reduce`). Numbers stay right modulo p (p divides k0·p); R², R³
-//! modulo p serve to enter Montgomery form, and one multiplication modulo p itself, with the
-//! general quotient, leaves it at the end (`Arith::from_form`). The price is one limb more
-//! (k0·p has 51 bits more than p); on a Zen 3 that still made the exponentiation 9% faster
-//! at RSA-1024 and 4-5% at 2048 (docs/performance.md).
+//! The modulus of the exponentiation is not the prime p but m = k·p, k = −p⁻¹ mod 2^70
+//! (`scaled_modulus`), so m ≡ −1 (mod 2^70):
+//! - its low limb is 2^51 − 1, so −m⁻¹ ≡ 1 (mod 2^51) and every Montgomery quotient is its
+//!   column's low limb as it stands, with no multiplication (`reduce`);
+//! - its second limb is (c + 1)·2^19 − 1 with c < 2^32, so a quotient's products with m_0
+//!   and m_1 come to −q + q·(c + 1)·2^70: the −q cancels the low limb, and the rest is one
+//!   32×32-bit multiply and a few integer operations (`times_m1`), where a floating-point
+//!   product sat on the chain from each quotient to the next.
+//!
+//! Numbers stay right modulo p (p divides m); R², R³ modulo p serve to enter Montgomery form,
+//! and one multiplication modulo p itself, with the general quotient, leaves it at the end
+//! (`Arith::from_form`). The price is one limb more than p needs (m has 70 bits more; 51
+//! would have taken the limb anyway): on a Zen 3 the first step (k of 51 bits) made the
+//! exponentiation 9% faster at RSA-1024 and 4-5% at 2048. The second (70 bits) serves the
+//! squaring, 3.5% faster at RSA-1024 (the exponentiation 2.4%) and unchanged at 2048; the
+//! multiplication keeps its products with m_1 on the floating-point unit, from the quotient
+//! offset by 2^52 (`product_biased`), since the integer terms made it 2-4% slower (its FMA
+//! pipes are busier, and `vpmuludq` shares one of them). docs/performance.md has the
+//! figures.
 //!
 //! Almost-Montgomery arithmetic with R = 2^(51·L) ≥ 4m, operands below 2m, two rows of the
 //! product and of the reduction per pass, the squaring with each cross product once (doubled
@@ -88,7 +98,7 @@ const TWO_M51: f64 = 1.0 / (1u64 << 51) as f64;
 const OFFSET: u64 = 1 << 62;
 /// The offset as it arrives in the next column through a carry.
 const OFFSET_CARRY: u64 = OFFSET >> W;
-/// Columns of the widest operation (an RSA-4096 prime: 42 limbs with k0·p's headroom; the
+/// Columns of the widest operation (an RSA-4096 prime: 42 limbs with k·p's headroom; the
 /// check runs modulo the primes too).
 const MAX_COLS: usize = 2 * 42;
 
@@ -214,12 +224,18 @@ fn product_pair(x1: D, y1: D, x2: D, y2: D) -> (I, I) {
     )
 }
 
-/// What the reduction needs besides m, per lane, formed once an operation: k0 (for the
-/// general quotient), and for `product_biased` m_1, 2^103 − 2^52·m_1 and
-/// 2^103 + 3·2^51 − 2^52·m_1 (multiples of 2^51 with at most 53 significant bits: exact).
+/// The multiplier of the scaled modulus in bits: m = k·p with k = −p⁻¹ mod 2^70, so
+/// m ≡ −1 (mod 2^70): m_0 = 2^51 − 1 and m_1 = (c + 1)·2^19 − 1 with c < 2^32 (`times_m1`).
+pub const SCALE_BITS: u32 = 70;
+
+/// What the reduction needs besides m, per lane, formed once an operation: k0 (the general
+/// quotient's); c = ⌊m_1 / 2^19⌋ (a scaled modulus's, below 2^32: `times_m1`); and for
+/// `product_biased` m_1, 2^103 − 2^52·m_1 and 2^103 + 3·2^51 − 2^52·m_1 (multiples of 2^51
+/// with at most 53 significant bits: exact).
 #[derive(Clone, Copy)]
 struct Reduction {
     k0: I,
+    c: I,
     m1: D,
     hi_base: D,
     lo_shift: D,
@@ -232,6 +248,7 @@ impl Reduction {
         let minus = _mm256_set1_pd(-TWO52);
         Reduction {
             k0,
+            c: _mm256_srli_epi64::<{ (SCALE_BITS - W) as i32 }>(to_int(m1)),
             m1,
             hi_base: _mm256_fmadd_pd(m1, minus, _mm256_set1_pd(HI_BASE)),
             lo_shift: _mm256_fmadd_pd(m1, minus, _mm256_set1_pd(LO_SHIFT)),
@@ -273,14 +290,28 @@ fn with_term(out: I, hi: &mut I, (h, l): (I, I)) -> I {
     add(out, l)
 }
 
-/// A column of one product: its low half with `hi` (the high halves before it), summed;
-/// `hi` becomes its high half.
+/// The terms of a quotient q (an integer below 2^51) of a scaled modulus beyond its column,
+/// on the integer side: (to the next column, to the one after). With m_1 = (c + 1)·2^19 − 1,
+/// q·m_0 + q·m_1·2^51 = −q + q·(c + 1)·2^70: the −q cancels the column's low limb (which is
+/// q: the column's carry is then its own, with nothing added), and q·(c + 1)·2^19 is
+/// (q·(c + 1) mod 2^32)·2^19 in the next column and ⌊q·(c + 1) / 2^32⌋ (below 2^51) in the
+/// one after.
+///
+/// Why: the product q·m_1 lands in the column of the next quotient, so each pass waited on
+/// a floating-point product per quotient (two FMAs and a subtraction, 11 cycles, plus the
+/// conversions). The next column now takes one 32×32-bit multiply, an addition and two
+/// shifts. The price is a multiplier of 70 bits instead of 51: 19 bits of the headroom each
+/// class has anyway at the usual key sizes (`Fma51::HEADROOM`).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn term_only(hi: &mut I, (h, l): (I, I)) -> I {
-    let out = add(l, *hi);
-    *hi = h;
-    out
+fn times_m1(q: I, r: Reduction) -> (I, I) {
+    let q_lo = _mm256_and_si256(q, _mm256_set1_epi64x(0xffff_ffff));
+    // q_lo·(c + 1) < 2^64.
+    let b = add(mul32(q, r.c), q_lo);
+    let next = _mm256_srli_epi64::<13>(_mm256_slli_epi64::<32>(b));
+    let q_hi = _mm256_srli_epi64::<32>(q);
+    let after = add(add(_mm256_srli_epi64::<32>(b), mul32(q_hi, r.c)), q_hi);
+    (next, after)
 }
 
 /// The products of one column: `singles` one by one, `pairs` two at a time (`product_pair`:
@@ -318,8 +349,9 @@ fn column<const N: usize, const P: usize>(singles: [(D, D); N], pairs: [[(D, D);
 /// the column's carry with q·m_0 added, in two parts: the carry of t alone, and
 /// K = (t mod 2^51 + q·m_0) / 2^51.
 ///
-/// `SCALED` (the operations of the exponentiation): m is k0·p (`scaled_modulus`), so
-/// m_0 = 2^51 − 1 and −m⁻¹ ≡ 1 (mod 2^51): q is t's low limb, and K = q·2^51 / 2^51 = q.
+/// `SCALED` (the operations of the exponentiation): m is k·p (`scaled_modulus`), so
+/// m_0 = 2^51 − 1 and −m⁻¹ ≡ 1 (mod 2^51): q is t's low limb, and K = q·2^51 / 2^51 = q
+/// (which `times_m1`'s −q then cancels: the callers add its terms instead of K).
 /// No multiplication, where the general quotient takes three integer multiplies and seven
 /// more instructions on the chain every pass waits on; the cost is a longer modulus, one limb
 /// more (docs/performance.md: at RSA-1024 on a Zen 3 the squaring 411 → 362 cycles at 12
@@ -342,24 +374,37 @@ fn reduce<const SCALED: bool>(t: I, corr: u64, m0: D, k0: I) -> (D, I, I) {
     (q, carry(t, corr), k)
 }
 
-/// k0·p per lane (p < 2^(51·L − 53), so the product fits L limbs): the modulus the operations
-/// of the exponentiation reduce by (`reduce`). Its low limb is 2^51 − 1 (k0 = −p⁻¹ mod
-/// 2^51). Per lane on the integer multiplier, once a call; p and k0 are secret, and the
-/// steps depend on neither.
+/// k·p per lane, k = −p⁻¹ mod 2^70 (p < 2^(51·L − 72), so the product stays below
+/// 2^(51·L − 2) and R ≥ 4·k·p): the modulus the operations of the exponentiation reduce by
+/// (`reduce`, `times_m1`). k0 = −p⁻¹ mod 2^51 lifts to k by one Newton step. Per lane on the
+/// integer multiplier, once a call; p and k0 are secret, and the steps depend on neither.
 #[target_feature(enable = "avx2,fma")]
 fn scaled_modulus<const L: usize>(p: &[D; L], k0: I) -> [D; L] {
     let mut limbs = untranspose::<L>(p);
     // SAFETY: __m256i and [u64; 4] have the same size, and every bit pattern is valid for both.
     let mut k0s: [u64; LANES] = unsafe { std::mem::transmute::<I, [u64; 4]>(k0) };
-    for (lane, k) in limbs.iter_mut().zip(&k0s) {
-        let mut carry = 0u128;
+    for (lane, k0) in limbs.iter_mut().zip(&k0s) {
+        // Wrapping arithmetic throughout: an overflow check would branch on secrets, and
+        // every product here is meant modulo 2^128 or cannot overflow.
+        let p_low = lane[0] as u128 | (lane[1] as u128) << W;
+        // x = p⁻¹ mod 2^51, and x·(2 − p·x) = p⁻¹ mod 2^102.
+        let x = (*k0 as u128).wrapping_neg();
+        let x = x.wrapping_mul(2u128.wrapping_sub(p_low.wrapping_mul(x)));
+        let mut k = x.wrapping_neg() & ((1u128 << SCALE_BITS) - 1);
+        let (k_lo, k_hi) = (k & MASK as u128, k >> W);
+        let (mut carry, mut below) = (0u128, 0u128);
         for x in lane.iter_mut() {
-            // Wrapping: an overflow check would branch on the (secret) sum; it cannot overflow
-            // (k, x < 2^51, carry < 2^52).
-            let t = (*k as u128 * *x as u128).wrapping_add(carry);
+            // x·k_lo + below·k_hi + carry < 2^102 + 2^70 + 2^53.
+            let t = (*x as u128)
+                .wrapping_mul(k_lo)
+                .wrapping_add(below.wrapping_mul(k_hi))
+                .wrapping_add(carry);
+            below = *x as u128;
             *x = t as u64 & MASK;
             carry = t >> W;
         }
+        k.zeroize();
+        below.zeroize();
     }
     let out = transpose::<L>(LANES, &|k| &limbs[k]);
     limbs.zeroize();
@@ -389,10 +434,11 @@ const fn products(c: usize, l: usize, square: bool) -> u64 {
 /// Pairs of products in column c that `product_pair` joins into one bias: in every pass of
 /// `amm` the columns 2..L−1 (counted from the pass's first row) join a_i·b_k with
 /// a_{i+1}·b_{k−1}, and the columns 3..L−1 q_i·m_k with q_{i+1}·m_{k−1} (in column 2,
-/// q_{i+1}·m_1 stays single: `ams_pass`), column L its two products, and the last
-/// row alone (odd L) a_{L−1}·b_k with q·m_k in columns 1..L−1; in every pass of `ams` the
-/// columns 3..L−1 join their two reduction terms.
-const fn joined(c: usize, l: usize, square: bool) -> u64 {
+/// q_{i+1}·m_1 is single, or an integer term), column L its two products, and the last
+/// row alone (odd L) a_{L−1}·b_k with q·m_k in columns 1..L−1 (2..L−1 for a `scaled`
+/// modulus, whose q·m_1 is an integer term: `times_m1`); in every pass of `ams` the columns
+/// 3..L−1 join their two reduction terms.
+const fn joined(c: usize, l: usize, square: bool, scaled: bool) -> u64 {
     let mut n = 0;
     let mut i = 0;
     while i + 1 < l {
@@ -410,7 +456,7 @@ const fn joined(c: usize, l: usize, square: bool) -> u64 {
     }
     if l % 2 == 1 && !square && c >= l - 1 {
         let k = c - (l - 1);
-        if k >= 1 && k < l {
+        if k > scaled as usize && k < l {
             n += 1;
         }
     }
@@ -418,21 +464,26 @@ const fn joined(c: usize, l: usize, square: bool) -> u64 {
 }
 
 /// Biases whose halves land in column c (low) and c+1 (high): one per product or joined
-/// pair, all but q_c·m_0's.
-const fn biased(c: usize, l: usize, square: bool) -> u64 {
-    products(c, l, square) - joined(c, l, square) - if c < l { 1 } else { 0 }
+/// pair, all but q_c·m_0's, and with a `scaled` modulus all but q_{c−1}·m_1's (`times_m1`).
+const fn biased(c: usize, l: usize, square: bool, scaled: bool) -> u64 {
+    let unbiased = (c < l) as u64 + (scaled && c >= 1 && c <= l) as u64;
+    products(c, l, square) - joined(c, l, square, scaled) - unbiased
 }
 
 /// Per column: what to subtract before its carry is taken. Its biases, less the offset, and
 /// for columns past L (whose carries come from `normalize`, offset included) the offset their
 /// carry brings in. Columns below L leave out their term q·m_0, both halves (`reduce` adds
-/// it exactly, without bias).
-const fn corrections(l: usize, square: bool) -> [u64; MAX_COLS] {
+/// it exactly, without bias), and with a `scaled` modulus q·m_1 (`times_m1`).
+const fn corrections(l: usize, square: bool, scaled: bool) -> [u64; MAX_COLS] {
     let mut out = [0u64; MAX_COLS];
     let mut c = 0;
     while c < 2 * l {
-        let lo = biased(c, l, square);
-        let hi = if c == 0 { 0 } else { biased(c - 1, l, square) };
+        let lo = biased(c, l, square, scaled);
+        let hi = if c == 0 {
+            0
+        } else {
+            biased(c - 1, l, square, scaled)
+        };
         let bias = lo.wrapping_mul(LO_BIAS).wrapping_add(hi.wrapping_mul(HI_BIAS));
         let from_normalize = if c > l { OFFSET_CARRY } else { 0 };
         out[c] = bias.wrapping_sub(OFFSET).wrapping_add(from_normalize);
@@ -441,12 +492,13 @@ const fn corrections(l: usize, square: bool) -> [u64; MAX_COLS] {
     out
 }
 
-/// The corrections of `amm` and `ams` at L limbs, computed at compile time.
+/// The corrections of `amm` (its products with m_1 on the floating-point unit, for a scaled
+/// modulus or not) and `ams` (with `times_m1`) at L limbs, computed at compile time.
 struct Corr<const L: usize>;
 
 impl<const L: usize> Corr<L> {
-    const AMM: [u64; MAX_COLS] = corrections(L, false);
-    const AMS: [u64; MAX_COLS] = corrections(L, true);
+    const AMM: [u64; MAX_COLS] = corrections(L, false, false);
+    const AMS: [u64; MAX_COLS] = corrections(L, true, true);
 }
 
 /// The working memory of `amm` and `ams` (`exp::Scratch`): integer columns, the doubled
@@ -495,7 +547,7 @@ fn amm_assign<const L: usize, const S: bool>(
         i += 2;
     }
     if L % 2 == 1 {
-        amm_last::<L, S>(a[L - 1], b, m, k0, corr[L - 1], &mut acc[L - 1..]);
+        amm_last::<L, S>(a[L - 1], b, m, r.k0, corr[L - 1], &mut acc[L - 1..]);
     }
     normalize::<L>(&acc[L..2 * L], &corr[L..2 * L], a);
 }
@@ -524,8 +576,13 @@ fn amm_pass<const L: usize, const FIRST: bool, const S: bool>(
     if !FIRST {
         hi = add(hi, win[1]);
     }
-    // With a scaled modulus k is q0 itself, and the products with m_1 start from 2^52 + q
-    // (`product_biased`), single, their low half added last (see `ams_pass`).
+    // The chain each pass waits on: q0, q0·m_1 into column i+1, q1, q1·m_1 into column i+2,
+    // the next pass's q0. With a scaled modulus k is q0 itself, and the products with m_1
+    // start from 2^52 + q (`product_biased`), single, not joined to q0·m_2 (`product_pair`
+    // adds a floating-point addition after its second product), their low halves added
+    // last. On a Zen 3 either change alone moved nothing and both together made the
+    // operations 3-4% faster: the chains through q0 and q1 are the same length. (`ams` takes
+    // these terms on the integer side, `times_m1`; here that was 2-4% slower.)
     let u = if S {
         let out = column([(a0, b[1]), (a1, b[0])], [], &mut hi);
         with_term(out, &mut hi, product_biased(offset_quotient(k), r))
@@ -605,8 +662,10 @@ fn ams_assign<const L: usize>(x: &mut [D; L], m: &[D; L], k0: I, s: &mut Scratch
         let a0 = a[L - 1];
         let win = &mut acc[L - 1..=2 * L - 1];
         let (q0, c, k) = reduce::<true>(win[0], corr[L - 1], m[0], k0);
-        let mut hi = add(c, k);
-        for k in 1..L - 1 {
+        let (next, after) = times_m1(k, r);
+        win[1] = add(add(win[1], c), next);
+        let mut hi = after;
+        for k in 2..L - 1 {
             let s = column([(q0, m[k])], [], &mut hi);
             win[k] = add(win[k], s);
         }
@@ -626,13 +685,14 @@ fn ams_first<const L: usize>(a: &[D; L], a2: &[D; L], m: &[D; L], r: Reduction, 
     let (a0, a1) = (a[0], a[1]);
     let (h, t) = product(a0, a0);
     let (q0, c, k) = reduce::<true>(t, corr[0], m[0], r.k0);
-    let mut hi = add(add(h, c), k);
-    let out = column([(a0, a2[1])], [], &mut hi);
-    let u = with_term(out, &mut hi, product_biased(offset_quotient(k), r));
+    let (next, after0) = times_m1(k, r);
+    let mut hi = add(h, c);
+    let u = add(column([(a0, a2[1])], [], &mut hi), next);
     let (q1, c, k) = reduce::<true>(u, corr[1], m[0], r.k0);
-    hi = add(add(hi, c), k);
-    let out = column([(a0, a2[2]), (a1, a1), (q0, m[2])], [], &mut hi);
-    win[2] = with_term(out, &mut hi, product_biased(offset_quotient(k), r));
+    let (next, after1) = times_m1(k, r);
+    hi = add(add(hi, c), after0);
+    win[2] = add(column([(a0, a2[2]), (a1, a1), (q0, m[2])], [], &mut hi), next);
+    hi = add(hi, after1);
     for k in 3..L {
         win[k] = column(
             [(a0, a2[k]), (a1, a2[k - 1])],
@@ -660,23 +720,19 @@ fn ams_pass<const L: usize>(
 ) {
     let win = &mut win[..=L + 1];
     let (a0, a1) = (a[i], a[i + 1]);
-    // The chain each pass waits on: q0, q0·m_1 into column i+1, q1, q1·m_1 into column i+2,
-    // the next pass's q0. K joins the high halves first, off it; the products with m_1 start
-    // from 2^52 + q (`product_biased`) and are single, not joined to q0·m_2 (`product_pair`
-    // adds a floating-point addition after the second product). On a Zen 3 either change
-    // alone moved nothing and both together made `ams` 4% faster, the exponentiation 3%
-    // (docs/performance.md): the two chains are the same length, so both must shorten.
+    // The chain each pass waits on: q0, its term in column i+1, q1, its term in column i+2,
+    // the next pass's q0. Those terms are integer ones (`times_m1`), added last.
     let (q0, c, k) = reduce::<true>(win[0], corr[0], m[0], r.k0);
-    let mut hi = add(add(c, win[1]), k);
-    let u = term_only(&mut hi, product_biased(offset_quotient(k), r));
+    let (next, after0) = times_m1(k, r);
+    let u = add(add(c, win[1]), next);
     let (q1, c, k) = reduce::<true>(u, corr[1], m[0], r.k0);
-    hi = add(add(hi, c), k);
-    let x1 = offset_quotient(k);
+    let (next, after1) = times_m1(k, r);
+    let mut hi = add(c, after0);
     // Columns 2..i: the reduction only; column i: a_i² too; column i+1: a_i·2a_{i+1}.
     if i > 2 {
-        let out = column([(q0, m[2])], [], &mut hi);
-        let s = with_term(out, &mut hi, product_biased(x1, r));
+        let s = add(column([(q0, m[2])], [], &mut hi), next);
         win[2] = add(win[2], s);
+        hi = add(hi, after1);
         for k in 3..i {
             let s = column([], [[(q0, m[k]), (q1, m[k - 1])]], &mut hi);
             win[k] = add(win[k], s);
@@ -684,9 +740,9 @@ fn ams_pass<const L: usize>(
         let s = column([(a0, a0)], [[(q0, m[i]), (q1, m[i - 1])]], &mut hi);
         win[i] = add(win[i], s);
     } else {
-        let out = column([(a0, a0), (q0, m[2])], [], &mut hi);
-        let s = with_term(out, &mut hi, product_biased(x1, r));
+        let s = add(column([(a0, a0), (q0, m[2])], [], &mut hi), next);
         win[2] = add(win[2], s);
+        hi = add(hi, after1);
     }
     let s = column([(a0, a2[i + 1])], [[(q0, m[i + 1]), (q1, m[i])]], &mut hi);
     win[i + 1] = add(win[i + 1], s);
@@ -962,8 +1018,9 @@ mod tests {
     }
 
     /// A random odd modulus for the operations at L limbs: of 51·L − 3 bits (R ≥ 4m with a
-    /// bit to spare), or, `scaled`, k0·p for a p of 51·L − 53 bits (`scaled_modulus`: the
-    /// modulus of the exponentiation, whose low limb is 2^51 − 1).
+    /// bit to spare), or, `scaled`, k·p for a p of 51·L − 72 bits and k = −p⁻¹ mod 2^70
+    /// (`scaled_modulus`: the modulus of the exponentiation, ≡ −1 mod 2^70), computed here
+    /// with the scalar limbs' own inverse, not with the code under test.
     fn random_modulus(l: usize, scaled: bool) -> Vec<u64> {
         if !scaled {
             let top = W - 3;
@@ -972,19 +1029,30 @@ mod tests {
             m[0] |= 1;
             return m;
         }
+        // 51·L − 72 bits: the top limb zero, the one below it of 30 bits.
         let mut p = random_below(l, 0);
-        p[l - 2] &= (1 << (W - 2)) - 1;
-        p[l - 2] |= 1 << (W - 3);
+        p[l - 2] &= (1 << 30) - 1;
+        p[l - 2] |= 1 << 29;
         p[0] |= 1;
-        let k0 = limbs::mont_k0(p[0], W);
+        // −p⁻¹ mod 2^70 bit by bit: k such that p·k ≡ −1.
+        let p_low = p[0] as u128 | (p[1] as u128) << W;
+        let mut k = 0u128;
+        for bit in 0..SCALE_BITS {
+            if (p_low.wrapping_mul(k).wrapping_add(1) >> bit) & 1 == 1 {
+                k |= 1 << bit;
+            }
+        }
+        let mut m = vec![0u64; l];
         let mut carry = 0u128;
-        for x in p.iter_mut() {
-            let t = k0 as u128 * *x as u128 + carry;
-            *x = t as u64 & MASK;
+        for j in 0..l {
+            let below = if j > 0 { p[j - 1] as u128 } else { 0 };
+            let t = p[j] as u128 * (k & MASK as u128) + below * (k >> W) + carry;
+            m[j] = t as u64 & MASK;
             carry = t >> W;
         }
-        assert_eq!((carry, p[0]), (0, MASK));
-        p
+        let ones = (1 << (SCALE_BITS - W)) - 1;
+        assert_eq!((carry, m[0], m[1] & ones), (0, MASK, ones));
+        m
     }
 
     /// `amm` and `ams` against the scalar 128-bit-column Montgomery product (`limbs::amm_into`),
@@ -1181,6 +1249,49 @@ mod tests {
                 assert_eq!(
                     (h << 51) + l,
                     group[k][0] as i128 * group[k][1] as i128,
+                    "{:?}",
+                    group[k]
+                );
+            }
+        }
+    }
+
+    /// `times_m1` against u128 arithmetic: for m_1 = (c + 1)·2^19 − 1, its two terms are
+    /// q·(c + 1)·2^19 split at 2^51, the first below 2^51, at the extremes of q and c (0, 1,
+    /// 2^32 − 1, 2^32 and 2^50 around q's halves, 2^51 − 1) and on 4,000 random pairs.
+    #[test]
+    fn the_quotients_terms_of_m1_are_exact() {
+        if !available() {
+            eprintln!("no AVX2 and FMA on this CPU");
+            return;
+        }
+        let qs = [0, 1, (1 << 32) - 1, 1 << 32, (1 << 50) + 1, MASK];
+        let cs = [0, 1, (1 << 31) + 1, (1 << 32) - 1];
+        let mut cases: Vec<[u64; 2]> = qs.iter().flat_map(|&q| cs.map(|c| [q, c])).collect();
+        for _ in 0..4000 {
+            let r = random_below(2, 51);
+            cases.push([r[0], r[1] >> 19]);
+        }
+        for group in cases.chunks(LANES) {
+            let lane = |i: usize| -> [u64; 4] { std::array::from_fn(|k| group[k % group.len()][i]) };
+            let (q, c) = (lane(0), lane(1));
+            // m_1 = (c + 1)·2^19 − 1, as the kernel reads it.
+            let m1 = c.map(|c| (((c + 1) << 19) - 1) as f64);
+            let (mut next, mut after) = ([0u64; 4], [0u64; 4]);
+            // SAFETY: the CPU has AVX2 and FMA (checked above); the loads and stores are of
+            // four-element local arrays.
+            unsafe {
+                let r = Reduction::new(_mm256_loadu_pd(m1.as_ptr()), _mm256_setzero_si256());
+                let (n, a) = times_m1(_mm256_loadu_si256(q.as_ptr().cast()), r);
+                _mm256_storeu_si256(next.as_mut_ptr().cast(), n);
+                _mm256_storeu_si256(after.as_mut_ptr().cast(), a);
+            }
+            for k in 0..group.len() {
+                let [q, c] = group[k].map(|v| v as u128);
+                assert!(next[k] <= MASK, "{:?}", group[k]);
+                assert_eq!(
+                    next[k] as u128 + ((after[k] as u128) << W),
+                    (q * (c + 1)) << 19,
                     "{:?}",
                     group[k]
                 );

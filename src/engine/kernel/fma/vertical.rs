@@ -48,9 +48,9 @@
 //! - its low limb is 2^51 − 1, so −m⁻¹ ≡ 1 (mod 2^51) and every Montgomery quotient is its
 //!   column's low limb as it stands, with no multiplication (`reduce`);
 //! - its second limb is (c + 1)·2^19 − 1 with c < 2^32, so a quotient's products with m_0
-//!   and m_1 come to −q + q·(c + 1)·2^70: the −q cancels the low limb, and the rest is one
-//!   32×32-bit multiply and a few integer operations (`times_m1`), where a floating-point
-//!   product sat on the chain from each quotient to the next.
+//!   and m_1 come to −q + q·(c + 1)·2^70: the −q cancels the low limb, and in the squaring
+//!   the rest is one 32×32-bit multiply and a few integer operations (`times_m1`), where a
+//!   floating-point product sat on the chain from each quotient to the next.
 //!
 //! Numbers stay right modulo p (p divides m); R², R³ modulo p serve to enter Montgomery form,
 //! and one multiplication modulo p itself, with the general quotient, leaves it at the end
@@ -351,7 +351,7 @@ fn column<const N: usize, const P: usize>(singles: [(D, D); N], pairs: [[(D, D);
 ///
 /// `SCALED` (the operations of the exponentiation): m is k·p (`scaled_modulus`), so
 /// m_0 = 2^51 − 1 and −m⁻¹ ≡ 1 (mod 2^51): q is t's low limb, and K = q·2^51 / 2^51 = q
-/// (which `times_m1`'s −q then cancels: the callers add its terms instead of K).
+/// (in the squaring `times_m1`'s −q cancels it, and its terms are added instead of K).
 /// No multiplication, where the general quotient takes three integer multiplies and seven
 /// more instructions on the chain every pass waits on; the cost is a longer modulus, one limb
 /// more (docs/performance.md: at RSA-1024 on a Zen 3 the squaring 411 → 362 cycles at 12

@@ -434,11 +434,10 @@ const fn products(c: usize, l: usize, square: bool) -> u64 {
 /// Pairs of products in column c that `product_pair` joins into one bias: in every pass of
 /// `amm` the columns 2..L−1 (counted from the pass's first row) join a_i·b_k with
 /// a_{i+1}·b_{k−1}, and the columns 3..L−1 q_i·m_k with q_{i+1}·m_{k−1} (in column 2,
-/// q_{i+1}·m_1 is single, or an integer term), column L its two products, and the last
-/// row alone (odd L) a_{L−1}·b_k with q·m_k in columns 1..L−1 (2..L−1 for a `scaled`
-/// modulus, whose q·m_1 is an integer term: `times_m1`); in every pass of `ams` the columns
-/// 3..L−1 join their two reduction terms.
-const fn joined(c: usize, l: usize, square: bool, scaled: bool) -> u64 {
+/// q_{i+1}·m_1 is single), column L its two products, and the last row alone (odd L)
+/// a_{L−1}·b_k with q·m_k in columns 1..L−1; in every pass of `ams` the columns 3..L−1 join
+/// their two reduction terms (its q·m_1 are integer terms: `times_m1`).
+const fn joined(c: usize, l: usize, square: bool) -> u64 {
     let mut n = 0;
     let mut i = 0;
     while i + 1 < l {
@@ -456,7 +455,7 @@ const fn joined(c: usize, l: usize, square: bool, scaled: bool) -> u64 {
     }
     if l % 2 == 1 && !square && c >= l - 1 {
         let k = c - (l - 1);
-        if k > scaled as usize && k < l {
+        if k >= 1 && k < l {
             n += 1;
         }
     }
@@ -464,26 +463,22 @@ const fn joined(c: usize, l: usize, square: bool, scaled: bool) -> u64 {
 }
 
 /// Biases whose halves land in column c (low) and c+1 (high): one per product or joined
-/// pair, all but q_c·m_0's, and with a `scaled` modulus all but q_{c−1}·m_1's (`times_m1`).
-const fn biased(c: usize, l: usize, square: bool, scaled: bool) -> u64 {
-    let unbiased = (c < l) as u64 + (scaled && c >= 1 && c <= l) as u64;
-    products(c, l, square) - joined(c, l, square, scaled) - unbiased
+/// pair, all but q_c·m_0's, and in the squaring all but q_{c−1}·m_1's (`times_m1`).
+const fn biased(c: usize, l: usize, square: bool) -> u64 {
+    let unbiased = (c < l) as u64 + (square && c >= 1 && c <= l) as u64;
+    products(c, l, square) - joined(c, l, square) - unbiased
 }
 
 /// Per column: what to subtract before its carry is taken. Its biases, less the offset, and
 /// for columns past L (whose carries come from `normalize`, offset included) the offset their
 /// carry brings in. Columns below L leave out their term q·m_0, both halves (`reduce` adds
-/// it exactly, without bias), and with a `scaled` modulus q·m_1 (`times_m1`).
-const fn corrections(l: usize, square: bool, scaled: bool) -> [u64; MAX_COLS] {
+/// it exactly, without bias), and in the squaring q·m_1 (`times_m1`).
+const fn corrections(l: usize, square: bool) -> [u64; MAX_COLS] {
     let mut out = [0u64; MAX_COLS];
     let mut c = 0;
     while c < 2 * l {
-        let lo = biased(c, l, square, scaled);
-        let hi = if c == 0 {
-            0
-        } else {
-            biased(c - 1, l, square, scaled)
-        };
+        let lo = biased(c, l, square);
+        let hi = if c == 0 { 0 } else { biased(c - 1, l, square) };
         let bias = lo.wrapping_mul(LO_BIAS).wrapping_add(hi.wrapping_mul(HI_BIAS));
         let from_normalize = if c > l { OFFSET_CARRY } else { 0 };
         out[c] = bias.wrapping_sub(OFFSET).wrapping_add(from_normalize);
@@ -497,8 +492,8 @@ const fn corrections(l: usize, square: bool, scaled: bool) -> [u64; MAX_COLS] {
 struct Corr<const L: usize>;
 
 impl<const L: usize> Corr<L> {
-    const AMM: [u64; MAX_COLS] = corrections(L, false, false);
-    const AMS: [u64; MAX_COLS] = corrections(L, true, true);
+    const AMM: [u64; MAX_COLS] = corrections(L, false);
+    const AMS: [u64; MAX_COLS] = corrections(L, true);
 }
 
 /// The working memory of `amm` and `ams` (`exp::Scratch`): integer columns, the doubled
@@ -631,7 +626,8 @@ fn amm_last<const L: usize, const S: bool>(a0: D, b: &[D; L], m: &[D; L], k0: I,
 /// operand, below 2^52: its products stay below 2^103), the squares of the limbs, and the
 /// reduction, two rows per pass.
 ///
-/// In a pass over rows i, i+1, column k (counted from i) takes q0·m_k and q1·m_{k−1}, and from
+/// In a pass over rows i, i+1, column k (counted from i) takes q0·m_k and q1·m_{k−1} (those
+/// with m_0 and m_1 as integer terms: `times_m1`), and from
 /// the square's rows a_i·a_k (a_i² at k = i, a_i·2a_k above) and a_{i+1}·a_{k−1} (a_{i+1}² at
 /// k = i+2, a_{i+1}·2a_{k−1} above): the columns below k = i take the reduction only. Columns
 /// i and i+1 are complete before q_i and q_{i+1}: square terms reach column c only from rows

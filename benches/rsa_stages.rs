@@ -167,10 +167,14 @@ fn four_lanes<K: Lanes>(c: &KeyComponents, input: &[u8], bits: usize, reps: usiz
     let total = cycles(reps, || {
         assert!(crt::private_op_batch(&jobs).iter().all(|r| r.1));
     });
-    // Operations of the exponentiation: w = 5 windows over the prime's bits.
+    // Operations of the exponentiation: w-bit windows over the prime's bits; the table's
+    // even entries are squares, its odd ones and entry 0 products; two products enter
+    // Montgomery form and one leaves it.
     let pb = ak.prime_bits;
-    let windows = pb.div_ceil(5);
-    let (nsq, nmul) = (5 * (windows - 1), windows - 1 + 31 + 4);
+    let w = ops[3] as usize;
+    let windows = pb.div_ceil(w);
+    let half = 1 << (w - 1);
+    let (nsq, nmul) = (w * (windows - 1) + half - 1, windows - 1 + half + 3);
     let ideal = nsq as u64 * ops[1] + nmul as u64 * ops[0];
     let scans = windows as u64 * ops[2];
     let name = K::NAME;

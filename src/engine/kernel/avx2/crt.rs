@@ -45,9 +45,10 @@ pub trait Lanes: 'static {
     /// `class`.
     fn check_residues(class: usize, lanes: &[CheckLane]) -> Vec<(Vec<u64>, Vec<u64>)>;
     /// For `benches/rsa_stages.rs`: TSC cycles of one multiplication, one squaring and one
-    /// table scan at the limb count of `class` (minimum over `reps` timed runs).
+    /// table scan at the limb count of `class` (minimum over `reps` timed runs), and the
+    /// exponentiation's window bits there.
     #[doc(hidden)]
-    fn op_cycles(class: usize, reps: usize) -> [u64; 3];
+    fn op_cycles(class: usize, reps: usize) -> [u64; 4];
 }
 
 /// The class of a prime of this many bits, if one is compiled.

@@ -72,7 +72,7 @@ impl Lanes for Int28 {
         }
     }
 
-    fn op_cycles(class: usize, reps: usize) -> [u64; 3] {
+    fn op_cycles(class: usize, reps: usize) -> [u64; 4] {
         match class {
             0 => vertical::op_cycles::<{ LIMBS[0] }>(reps),
             1 => vertical::op_cycles::<{ LIMBS[1] }>(reps),

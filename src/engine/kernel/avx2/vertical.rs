@@ -565,7 +565,7 @@ impl<const L: usize> Arith<L> for Int {
 /// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
 /// L limbs (`exp::op_cycles`).
 #[doc(hidden)]
-pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 3] {
+pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 4] {
     assert!(available());
     // SAFETY: the CPU has AVX2 (asserted above).
     unsafe { exp::op_cycles::<Int, L>(W as u32, reps) }

@@ -65,13 +65,14 @@
 //!
 //! Almost-Montgomery arithmetic with R = 2^(51·L) ≥ 4m, operands below 2m, two rows of the
 //! product and of the reduction per pass, the squaring with each cross product once (doubled
-//! operand), fixed 5-bit windows with a masked scan of the whole table: the avx2 kernel's
-//! design (see its `vertical.rs`), in this arithmetic; the exponentiation itself is the one
+//! operand), fixed windows (4 bits at 12 limbs, 5 above: `window`) with a masked scan of
+//! the whole table: the avx2 kernel's design (see its `vertical.rs`), in this arithmetic;
+//! the exponentiation itself is the one
 //! both kernels share (`avx2/exp.rs`, through `Fma`'s `exp::Arith`). No branch or address
 //! depends on a limb or an exponent bit.
 
 use crate::engine::kernel::avx2::exp::{self, per_lane, Arith};
-use crate::engine::kernel::avx2::vertical::{mul as mul32, CheckLane, LaneInput, LANES, WINDOW};
+use crate::engine::kernel::avx2::vertical::{mul as mul32, CheckLane, LaneInput, LANES};
 use std::arch::x86_64::*;
 use zeroize::Zeroize;
 
@@ -812,7 +813,21 @@ fn csub<const L: usize>(x: &[D; L], m: &[D; L]) -> [D; L] {
     out
 }
 
-/// The window table of the exponentiation: 32 entries of L vectors, zeroized on drop. Its own,
+/// Exponent bits per window at L limbs: 4 at 12 (RSA-1024), whose table scan is a larger
+/// part of the exponentiation; 5 above. At 12 limbs half the scan (16 entries) and the
+/// table's 15 fewer entries outweigh 26 more multiplications: −0.6 to −0.9% of the
+/// exponentiation on a Zen 3 (`rsa_stages`, alternated in one process); at 22 limbs the
+/// same count would cost more than it saves.
+const fn window(l: usize) -> usize {
+    if l <= 12 {
+        4
+    } else {
+        5
+    }
+}
+
+/// The window table of the exponentiation: 2^`window(L)` entries of L vectors, zeroized on
+/// drop. Its own,
 /// not the avx2 kernel's (which packs two limbs below 2^32 to a lane): a table shared through
 /// integer vectors cost this scan 1.8× (488 against 265 cycles at RSA-1024, `rsa_stages`).
 pub struct Table<const L: usize> {
@@ -823,7 +838,7 @@ impl<const L: usize> Table<L> {
     #[target_feature(enable = "avx2,fma")]
     fn new() -> Self {
         Table {
-            v: vec![_mm256_setzero_pd(); L << WINDOW],
+            v: vec![_mm256_setzero_pd(); L << window(L)],
         }
     }
 
@@ -863,7 +878,7 @@ impl<const L: usize> Table<L> {
     #[inline]
     fn scan<const G: usize>(&self, g: usize, idx: I, out: &mut [D; L]) {
         let mut r = [_mm256_setzero_pd(); G];
-        for t in 0..1 << WINDOW {
+        for t in 0..1 << window(L) {
             let hit = _mm256_castsi256_pd(_mm256_cmpeq_epi64(idx, _mm256_set1_epi64x(t as i64)));
             let e = &self.v[t * L + g..][..G];
             for j in 0..G {
@@ -883,13 +898,23 @@ impl<const L: usize> Drop for Table<L> {
 /// Limb j of every lane into vector j, as doubles (limbs below 2^51: exact; `exp::transpose`).
 #[target_feature(enable = "avx2,fma")]
 fn transpose<'a, const L: usize>(lanes: usize, limbs: &dyn Fn(usize) -> &'a [u64]) -> [D; L] {
-    exp::transpose::<L>(lanes, limbs).map(|v| to_f64(v))
+    let v = exp::transpose::<L>(lanes, limbs);
+    // A loop, not `map`: its closure was a call per vector.
+    let mut out = [_mm256_setzero_pd(); L];
+    for j in 0..L {
+        out[j] = to_f64(v[j]);
+    }
+    out
 }
 
 /// Every lane's limbs (`exp::untranspose`).
 #[target_feature(enable = "avx2,fma")]
 fn untranspose<const L: usize>(x: &[D; L]) -> [[u64; L]; LANES] {
-    exp::untranspose(&x.map(|v| to_int(v)))
+    let mut v = [_mm256_setzero_si256(); L];
+    for j in 0..L {
+        v[j] = to_int(x[j]);
+    }
+    exp::untranspose(&v)
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -963,6 +988,10 @@ impl<const L: usize> Arith<L> for Fma {
         csub::<L>(x, m)
     }
 
+    fn window() -> usize {
+        window(L)
+    }
+
     #[target_feature(enable = "avx2,fma")]
     unsafe fn table() -> Table<L> {
         Table::new()
@@ -990,7 +1019,7 @@ impl<const L: usize> Arith<L> for Fma {
 /// For `benches/rsa_stages.rs`: TSC cycles of one `amm`, one `ams` and one table `select` at
 /// L limbs (`exp::op_cycles`).
 #[doc(hidden)]
-pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 3] {
+pub fn op_cycles<const L: usize>(reps: usize) -> [u64; 4] {
     assert!(available());
     // SAFETY: the CPU has AVX2 and FMA (asserted above).
     unsafe { exp::op_cycles::<Fma, L>(W, reps) }

@@ -847,15 +847,18 @@ impl<const L: usize> Table<L> {
     }
 
     /// Every lane's entry `idx` (per lane), reading every entry under a mask, in groups of
-    /// up to 8 vectors held in registers through the scan (as the avx2 kernel's), of
+    /// vectors held in registers through the scan (as the avx2 kernel's). Up to 12 limbs,
+    /// one group (12 accumulators, the mask and an entry: 14 of the 16 registers): at 12
+    /// limbs with 16 entries that made the exponentiation 1.8% faster than groups of 6 and
+    /// 6 on a Zen 3 (`rsa_stages`, alternated in one process). Above, groups of up to 8 of
     /// balanced sizes: at 22 limbs (RSA-2048) groups of 8, 8 and 6 took 570-579 TSC cycles a
-    /// scan on a Zen 3 and 8, 7 and 7 take 412-446 (1.2% of the exponentiation); at 12 limbs
-    /// 6 and 6 take 240-248 where 8 and 4 took 231-240.
+    /// scan on a Zen 3 and 8, 7 and 7 take 412-446 (1.2% of the exponentiation); two of 11
+    /// gained nothing there (±0.3%), nor clearly at 32 limbs.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     fn select(&self, idx: I) -> [D; L] {
         let mut out = [_mm256_setzero_pd(); L];
-        let groups = L.div_ceil(8);
+        let groups = if L <= 12 { 1 } else { L.div_ceil(8) };
         let mut g = 0;
         for i in 0..groups {
             let size = (L - g).div_ceil(groups - i);
@@ -867,7 +870,12 @@ impl<const L: usize> Table<L> {
                 5 => self.scan::<5>(g, idx, &mut out),
                 6 => self.scan::<6>(g, idx, &mut out),
                 7 => self.scan::<7>(g, idx, &mut out),
-                _ => self.scan::<8>(g, idx, &mut out),
+                8 => self.scan::<8>(g, idx, &mut out),
+                9 => self.scan::<9>(g, idx, &mut out),
+                10 => self.scan::<10>(g, idx, &mut out),
+                11 => self.scan::<11>(g, idx, &mut out),
+                12 => self.scan::<12>(g, idx, &mut out),
+                _ => unreachable!("groups of 1 to 12 vectors"),
             }
             g += size;
         }

@@ -67,9 +67,8 @@
 //! product and of the reduction per pass, the squaring with each cross product once (doubled
 //! operand), fixed windows (4 bits at 12 limbs, 5 above: `window`) with a masked scan of
 //! the whole table: the avx2 kernel's design (see its `vertical.rs`), in this arithmetic;
-//! the exponentiation itself is the one
-//! both kernels share (`avx2/exp.rs`, through `Fma`'s `exp::Arith`). No branch or address
-//! depends on a limb or an exponent bit.
+//! the exponentiation itself is the one both kernels share (`avx2/exp.rs`, through `Fma`'s
+//! `exp::Arith`). No branch or address depends on a limb or an exponent bit.
 
 use crate::engine::kernel::avx2::exp::{self, per_lane, Arith};
 use crate::engine::kernel::avx2::vertical::{mul as mul32, CheckLane, LaneInput, LANES};
@@ -814,10 +813,11 @@ fn csub<const L: usize>(x: &[D; L], m: &[D; L]) -> [D; L] {
 }
 
 /// Exponent bits per window at L limbs: 4 at 12 (RSA-1024), whose table scan is a larger
-/// part of the exponentiation; 5 above. At 12 limbs half the scan (16 entries) and the
-/// table's 15 fewer entries outweigh 26 more multiplications: −0.6 to −0.9% of the
-/// exponentiation on a Zen 3 (`rsa_stages`, alternated in one process); at 22 limbs the
-/// same count would cost more than it saves.
+/// part of the exponentiation; 5 above. At 12 limbs a scan of half the entries, 25 more of
+/// them, and a table of 16 entries fewer outweigh 17 more multiplications in all: −0.6 to
+/// −0.9% of the exponentiation on a Zen 3 (`rsa_stages`, alternated in one process). At 22
+/// limbs the same count would cost more than it saves (the multiplications grow with L²,
+/// the scan with L).
 const fn window(l: usize) -> usize {
     if l <= 12 {
         4
@@ -827,9 +827,9 @@ const fn window(l: usize) -> usize {
 }
 
 /// The window table of the exponentiation: 2^`window(L)` entries of L vectors, zeroized on
-/// drop. Its own,
-/// not the avx2 kernel's (which packs two limbs below 2^32 to a lane): a table shared through
-/// integer vectors cost this scan 1.8× (488 against 265 cycles at RSA-1024, `rsa_stages`).
+/// drop. Its own, not the avx2 kernel's (which packs two limbs below 2^32 to a lane): a table
+/// shared through integer vectors cost this scan 1.8× (488 against 265 cycles at RSA-1024,
+/// `rsa_stages`).
 pub struct Table<const L: usize> {
     v: Vec<D>,
 }

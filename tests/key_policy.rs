@@ -2,8 +2,11 @@
 //! trusted wrapping keys (copy, set, decrypt, unwrap), `CKA_ALWAYS_AUTHENTICATE` on every use
 //! of a private key, `CKA_DERIVE_TEMPLATE` and the sticky attributes on every derivation,
 //! `CKA_ALLOWED_MECHANISMS` fixed by set and copy, searches that never compare hidden values,
-//! unwrapping by a key that may not decrypt, and small-order Ed25519 public keys. Expected
-//! codes are written here from the rules in docs/security.md, not read from the module.
+//! unwrapping by a key that may not decrypt, and small-order Ed25519 public keys; and the
+//! holes a review found on 2026-12-07 (a key unwrapped by one that may not decrypt left under
+//! the caller's key, CBC-PAD's padding oracle on unwrap, one context login for two uses,
+//! `CKA_ALWAYS_AUTHENTICATE` on public objects). Expected codes are written here from the rules
+//! in docs/security.md, not read from the module.
 
 mod common;
 
@@ -272,6 +275,10 @@ impl T {
     }
 
     fn rsa_pair(&self, private: Pairs) -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
+        self.try_rsa_pair(private).unwrap()
+    }
+
+    fn try_rsa_pair(&self, private: Pairs) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE), CK_RV> {
         let mut pt = Tpl::new(vec![(CKA_MODULUS_BITS, ul(1024))]);
         let mut st = Tpl::new(private);
         let mut m = raw_mech::<u8>(CKM_RSA_PKCS_KEY_PAIR_GEN, None);
@@ -288,8 +295,11 @@ impl T {
                 &mut sh,
             )
         };
-        assert_eq!(rv, CKR_OK);
-        (ph, sh)
+        if rv == CKR_OK {
+            Ok((ph, sh))
+        } else {
+            Err(rv)
+        }
     }
 }
 
@@ -690,6 +700,180 @@ fn always_authenticate_holds_for_every_use_of_the_key() {
     assert_eq!(uses[2].1(false), CKR_USER_NOT_LOGGED_IN);
 }
 
+/// Review of 2026-12-07: one context login authorizes one use, the operation started last
+/// (PKCS#11 §4.9: the login comes right after the Init of the use it is for), where one
+/// login had authorized a pending signature and a pending decryption together; and a
+/// context login no operation waited for is dropped when an operation starts, instead of
+/// lasting until the next unwrap or derivation. Each row is a sequence of calls in one
+/// session and what each answers: `S`/`D` start a signature/decryption with the
+/// always-authenticate RSA key, `P` starts and makes a signature with a plain key, `L` is
+/// the context login, `s`/`d`/`u` finish the signature, the decryption, or unwrap with the
+/// always-authenticate key.
+#[test]
+fn one_context_login_authorizes_the_operation_started_last() {
+    let (_env, _p, u, _so) = setup();
+    let auth = vec![
+        (CKA_ALWAYS_AUTHENTICATE, vec![1]),
+        (CKA_TOKEN, vec![0]),
+        (CKA_DECRYPT, vec![1]),
+        (CKA_UNWRAP, vec![1]),
+    ];
+    let (rsa_pub, rsa) = u.rsa_pair(auth);
+    let (_, plain) = u.rsa_pair(vec![(CKA_TOKEN, vec![0])]);
+    let mut oaep = CK_RSA_PKCS_OAEP_PARAMS {
+        hashAlg: CKM_SHA256,
+        mgf: CKG_MGF1_SHA256,
+        source: CKZ_DATA_SPECIFIED,
+        pSourceData: null_mut(),
+        ulSourceDataLen: 0,
+    };
+    let secret = [0x44u8; 16];
+    let blob = unsafe {
+        let mut m = raw_mech(CKM_RSA_PKCS_OAEP, Some(&mut oaep));
+        assert_eq!((u.r.f.C_EncryptInit.unwrap())(u.s, &mut m, rsa_pub), CKR_OK);
+        let mut data = secret.to_vec();
+        let mut out = vec![0u8; 256];
+        let mut len = out.len() as CK_ULONG;
+        assert_eq!(
+            (u.r.f.C_Encrypt.unwrap())(u.s, data.as_mut_ptr(), 16, out.as_mut_ptr(), &mut len),
+            CKR_OK
+        );
+        out.truncate(len as usize);
+        out
+    };
+    let sign = || unsafe {
+        let mut data = *b"data";
+        let mut sig = vec![0u8; 256];
+        let mut len = sig.len() as CK_ULONG;
+        (u.r.f.C_Sign.unwrap())(u.s, data.as_mut_ptr(), 4, sig.as_mut_ptr(), &mut len)
+    };
+    let step = |c: char| -> CK_RV {
+        let mut oaep = oaep;
+        unsafe {
+            match c {
+                'S' | 'P' => {
+                    let key = if c == 'S' { rsa } else { plain };
+                    let mut m = raw_mech::<u8>(CKM_SHA256_RSA_PKCS, None);
+                    let rv = (u.r.f.C_SignInit.unwrap())(u.s, &mut m, key);
+                    if c == 'P' && rv == CKR_OK {
+                        return sign();
+                    }
+                    rv
+                }
+                'D' => {
+                    let mut m = raw_mech(CKM_RSA_PKCS_OAEP, Some(&mut oaep));
+                    (u.r.f.C_DecryptInit.unwrap())(u.s, &mut m, rsa)
+                }
+                'L' => u.login(CKU_CONTEXT_SPECIFIC, USER_PIN),
+                's' => sign(),
+                'd' => match u.decrypt_rest(&blob) {
+                    Ok(p) => {
+                        assert_eq!(p, secret);
+                        CKR_OK
+                    }
+                    Err(rv) => rv,
+                },
+                _ => {
+                    let mut m = raw_mech(CKM_RSA_PKCS_OAEP, Some(&mut oaep));
+                    u.unwrap(&mut m, rsa, &blob, generic()).err().unwrap_or(CKR_OK)
+                }
+            }
+        }
+    };
+    const OK: CK_RV = CKR_OK;
+    const NO: CK_RV = CKR_USER_NOT_LOGGED_IN;
+    let table: &[(&str, &[CK_RV])] = &[
+        ("SDLds", &[OK, OK, OK, OK, NO]),
+        ("DSLsd", &[OK, OK, OK, OK, NO]),
+        ("SDLLsd", &[OK, OK, OK, OK, OK, OK]),
+        ("SDLLds", &[OK, OK, OK, OK, OK, OK]),
+        ("SLDsd", &[OK, OK, OK, OK, NO]),
+        ("Lu", &[OK, OK]),
+        ("LPu", &[OK, OK, NO]),
+        ("LDLdu", &[OK, OK, OK, OK, NO]),
+        ("LSLsu", &[OK, OK, OK, OK, NO]),
+    ];
+    for (calls, want) in table {
+        let got: Vec<CK_RV> = calls.chars().map(step).collect();
+        assert_eq!(&got, want, "{calls}");
+    }
+}
+
+/// Review of 2026-12-07: `CKA_ALWAYS_AUTHENTICATE` true only with `CKA_PRIVATE` true (PKCS#11
+/// §4.9), on every path that makes or changes a private key: generation, copy, set and
+/// unwrap (of a PKCS#8 blob), each with the pair of values refused and, beside it, allowed.
+#[test]
+fn always_authenticate_needs_a_private_key_object() {
+    let (_env, _p, u, _so) = setup();
+    let session = (CKA_TOKEN, vec![0]);
+    let aa = |v: u8| (CKA_ALWAYS_AUTHENTICATE, vec![v]);
+    let private = |v: u8| (CKA_PRIVATE, vec![v]);
+    // A private key to wrap, and the key to wrap it under.
+    let (_, loose) = u.rsa_pair(vec![
+        session.clone(),
+        (CKA_EXTRACTABLE, vec![1]),
+        (CKA_SENSITIVE, vec![0]),
+    ]);
+    let kek = u
+        .create(aes(&[7; 32], vec![(CKA_WRAP, vec![1]), (CKA_UNWRAP, vec![1])]))
+        .unwrap();
+    let blob = u.wrap(&mut mech_aes_wrap_pad(), kek, loose).unwrap();
+    let (_, aa_key) = u.rsa_pair(vec![session.clone(), aa(1)]);
+    let (_, public_key) = u.rsa_pair(vec![session.clone(), private(0)]);
+    let rsa_private = vec![
+        (CKA_CLASS, ul(CKO_PRIVATE_KEY)),
+        (CKA_KEY_TYPE, ul(CKK_RSA)),
+        session.clone(),
+    ];
+    // (path, CKA_ALWAYS_AUTHENTICATE, CKA_PRIVATE, expected)
+    let table: &[(&str, u8, u8, CK_RV)] = &[
+        ("generate", 1, 0, CKR_TEMPLATE_INCONSISTENT),
+        ("generate", 1, 1, CKR_OK),
+        ("generate", 0, 0, CKR_OK),
+        ("copy", 1, 0, CKR_TEMPLATE_INCONSISTENT),
+        ("copy", 1, 1, CKR_OK),
+        ("set", 1, 0, CKR_TEMPLATE_INCONSISTENT),
+        ("set", 0, 0, CKR_OK),
+        ("unwrap", 1, 0, CKR_TEMPLATE_INCONSISTENT),
+        ("unwrap", 1, 1, CKR_OK),
+        ("unwrap", 0, 0, CKR_OK),
+    ];
+    for &(path, a, p, want) in table {
+        let values = vec![aa(a), private(p)];
+        let got = match path {
+            "generate" => {
+                let mut t = values;
+                t.push(session.clone());
+                u.try_rsa_pair(t).map(|(_, k)| k)
+            }
+            // A copy of the always-authenticate key, with CKA_PRIVATE as the row says.
+            "copy" => u.copy(aa_key, vec![private(p)]),
+            // A public (session) key made always-authenticate, or left as it is.
+            "set" => match u.set(public_key, vec![aa(a)]) {
+                CKR_OK => Ok(public_key),
+                rv => Err(rv),
+            },
+            _ => {
+                let mut t = rsa_private.clone();
+                t.extend(values);
+                u.unwrap(&mut mech_aes_wrap_pad(), kek, &blob, t)
+            }
+        };
+        assert_eq!(
+            got.err().unwrap_or(CKR_OK),
+            want,
+            "{path}: ALWAYS_AUTHENTICATE {a}, PRIVATE {p}"
+        );
+        if let Ok(k) = got {
+            assert_eq!(u.get(k, CKA_ALWAYS_AUTHENTICATE).unwrap(), [a], "{path}");
+            assert_eq!(u.get(k, CKA_PRIVATE).unwrap(), [p], "{path}");
+        }
+    }
+    // And the always-authenticate key itself cannot be made public.
+    assert_ne!(u.set(aa_key, vec![private(0)]), CKR_OK);
+    assert_eq!(u.get(aa_key, CKA_PRIVATE).unwrap(), [1]);
+}
+
 /// The derivation mechanisms of the table below, with their parameters kept alive.
 struct Derivations {
     ecdh: CK_ECDH1_DERIVE_PARAMS,
@@ -1034,7 +1218,8 @@ fn a_search_never_compares_hidden_values() {
 }
 
 /// Hole 7: a key that may not decrypt cannot decrypt through `C_UnwrapKey` either: what it
-/// unwraps comes out sensitive.
+/// unwraps comes out sensitive, and wrap-with-trusted (review of 2026-12-07: a sensitive but
+/// extractable key left under a key the caller held and came back readable).
 #[test]
 fn unwrapping_is_no_way_around_decrypt_false() {
     let (_env, _p, u, _so) = setup();
@@ -1055,8 +1240,16 @@ fn unwrapping_is_no_way_around_decrypt_false() {
         ))
         .unwrap();
     let blob = u.wrap(&mut mech_aes_wrap_pad(), maker, data_key).unwrap();
+    // A key the caller holds that may wrap, unwrap and decrypt: the way out it must not get.
+    let mine = u
+        .create(aes(
+            &[9; 32],
+            vec![(CKA_WRAP, vec![1]), (CKA_UNWRAP, vec![1]), (CKA_DECRYPT, vec![1])],
+        ))
+        .unwrap();
     // (unwrapping key's DECRYPT, template, expected, value readable)
     let loose = vec![(CKA_SENSITIVE, vec![0]), (CKA_EXTRACTABLE, vec![1])];
+    let free = vec![(CKA_WRAP_WITH_TRUSTED, vec![0]), (CKA_EXTRACTABLE, vec![1])];
     let table: &[(bool, Pairs, CK_RV, bool)] = &[
         (false, loose.clone(), CKR_TEMPLATE_INCONSISTENT, false),
         (
@@ -1065,9 +1258,17 @@ fn unwrapping_is_no_way_around_decrypt_false() {
             CKR_TEMPLATE_INCONSISTENT,
             false,
         ),
+        (false, free.clone(), CKR_TEMPLATE_INCONSISTENT, false),
         (false, vec![], CKR_OK, false),
         (false, vec![(CKA_EXTRACTABLE, vec![1])], CKR_OK, false),
+        (false, vec![(CKA_EXTRACTABLE, vec![0])], CKR_OK, false),
         (true, loose.clone(), CKR_OK, true),
+        (
+            true,
+            with(loose.clone(), CKA_WRAP_WITH_TRUSTED, &[0]),
+            CKR_OK,
+            true,
+        ),
     ];
     for (decrypt, more, want, readable) in table {
         let kek = u
@@ -1084,13 +1285,151 @@ fn unwrapping_is_no_way_around_decrypt_false() {
         assert_eq!(got.err().unwrap_or(CKR_OK), *want, "DECRYPT {decrypt}, {more:?}");
         if let Ok(k) = got {
             let v = u.get(k, CKA_VALUE);
+            let extractable = u.get(k, CKA_EXTRACTABLE).unwrap() == [1];
+            // Wrapped under `mine` and unwrapped as a readable key: the value, or a refusal.
+            let out = u.wrap(&mut mech_aes_wrap_pad(), mine, k).and_then(|b| {
+                let t = with(with(generic(), CKA_SENSITIVE, &[0]), CKA_EXTRACTABLE, &[1]);
+                u.unwrap(&mut mech_aes_wrap_pad(), mine, &b, t)
+            });
             if *readable {
                 assert_eq!(v.unwrap(), plain);
+                assert_eq!(u.get(k, CKA_WRAP_WITH_TRUSTED).unwrap(), [0]);
+                assert_eq!(u.get(out.unwrap(), CKA_VALUE).unwrap(), plain);
             } else {
                 assert_eq!(v, Err(CKR_ATTRIBUTE_SENSITIVE));
                 assert_eq!(u.get(k, CKA_SENSITIVE).unwrap(), [1]);
+                assert_eq!(u.get(k, CKA_WRAP_WITH_TRUSTED).unwrap(), [1]);
+                let refused = if extractable {
+                    CKR_KEY_NOT_WRAPPABLE
+                } else {
+                    CKR_KEY_UNEXTRACTABLE
+                };
+                assert_eq!(
+                    out.err(),
+                    Some(refused),
+                    "{more:?}: out under a key the caller holds"
+                );
             }
         }
+    }
+}
+
+/// Review of 2026-12-07: a key that may not decrypt (a trusted key, or `CKA_DECRYPT` false)
+/// unwraps only with mechanisms whose refusals tell nothing of the blob (AES key wrap, OAEP).
+/// CBC-PAD's padding check was an oracle: a trusted key's blob of a wrap-with-trusted key came
+/// out in the clear from a few thousand unwraps with chosen IVs. Each unwrapping key and
+/// mechanism: a blob of a known secret wrapped by the same key, then the oracle's probe (the
+/// blob's first block under the 256 values of the IV's last byte) and what it answers.
+#[test]
+fn a_key_that_may_not_decrypt_unwraps_only_with_mechanisms_that_check_the_blob() {
+    let (_env, _p, u, so) = setup();
+    let secret = [0x5au8; 32];
+    let k = u.create(aes(&secret, vec![(CKA_EXTRACTABLE, vec![1])])).unwrap();
+    let both = vec![(CKA_WRAP, vec![1]), (CKA_UNWRAP, vec![1])];
+    let decrypting = u
+        .create(aes(&[1; 32], with(both.clone(), CKA_DECRYPT, &[1])))
+        .unwrap();
+    let not_decrypting = u
+        .create(aes(&[2; 32], with(both.clone(), CKA_DECRYPT, &[0])))
+        .unwrap();
+    let trusted = so_trusted_key(&u, &so, vec![]).unwrap();
+    let (rsa_pub, rsa) = u.rsa_pair(vec![
+        (CKA_TOKEN, vec![0]),
+        (CKA_DECRYPT, vec![0]),
+        (CKA_UNWRAP, vec![1]),
+    ]);
+    let mut oaep = CK_RSA_PKCS_OAEP_PARAMS {
+        hashAlg: CKM_SHA256,
+        mgf: CKG_MGF1_SHA256,
+        source: CKZ_DATA_SPECIFIED,
+        pSourceData: null_mut(),
+        ulSourceDataLen: 0,
+    };
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Mech {
+        KwPad,
+        CbcPad,
+        Oaep,
+    }
+    let mech = |m: Mech, iv: &mut [u8; 16], oaep: &mut CK_RSA_PKCS_OAEP_PARAMS| match m {
+        Mech::KwPad => mech_aes_wrap_pad(),
+        Mech::CbcPad => raw_mech(CKM_AES_CBC_PAD, Some(iv)),
+        Mech::Oaep => raw_mech(CKM_RSA_PKCS_OAEP, Some(oaep)),
+    };
+    // (unwrapping key, the key that wraps for it, mechanism, may the unwrap run)
+    let table = [
+        ("decrypting", decrypting, decrypting, Mech::KwPad, true),
+        ("decrypting", decrypting, decrypting, Mech::CbcPad, true),
+        ("DECRYPT false", not_decrypting, not_decrypting, Mech::KwPad, true),
+        (
+            "DECRYPT false",
+            not_decrypting,
+            not_decrypting,
+            Mech::CbcPad,
+            false,
+        ),
+        ("trusted", trusted, trusted, Mech::KwPad, true),
+        ("trusted", trusted, trusted, Mech::CbcPad, false),
+        ("RSA, DECRYPT false", rsa, rsa_pub, Mech::Oaep, true),
+    ];
+    for (name, unwrapper, wrapper, m, runs) in table {
+        let mut iv = [0x3cu8; 16];
+        let blob = u.wrap(&mut mech(m, &mut iv, &mut oaep), wrapper, k).unwrap();
+        let mut iv = [0x3cu8; 16];
+        let got = u.unwrap(&mut mech(m, &mut iv, &mut oaep), unwrapper, &blob, generic());
+        if !runs {
+            assert_eq!(got.err(), Some(CKR_KEY_FUNCTION_NOT_PERMITTED), "{name} {m:?}");
+            continue;
+        }
+        let got = got.unwrap_or_else(|rv| panic!("{name} {m:?}: 0x{rv:x}"));
+        let readable = name == "decrypting";
+        if readable {
+            let t = with(with(generic(), CKA_SENSITIVE, &[0]), CKA_EXTRACTABLE, &[1]);
+            let mut iv = [0x3cu8; 16];
+            let open = u
+                .unwrap(&mut mech(m, &mut iv, &mut oaep), unwrapper, &blob, t)
+                .unwrap();
+            assert_eq!(u.get(open, CKA_VALUE).unwrap(), secret, "{name} {m:?}");
+        } else {
+            assert_eq!(
+                u.get(got, CKA_VALUE),
+                Err(CKR_ATTRIBUTE_SENSITIVE),
+                "{name} {m:?}"
+            );
+            assert_eq!(u.get(got, CKA_WRAP_WITH_TRUSTED).unwrap(), [1], "{name} {m:?}");
+        }
+    }
+    // The oracle's probe: the first block of a CBC-PAD blob under each value of the IV's last
+    // byte. A key that may decrypt answers by the padding (one value at least ends in 0x01,
+    // most end in no pad), which tells it nothing it could not decrypt; a key that may not
+    // gives one answer to all 256.
+    for (name, key) in [
+        ("decrypting", decrypting),
+        ("DECRYPT false", not_decrypting),
+        ("trusted", trusted),
+    ] {
+        let mut iv = [0x3cu8; 16];
+        let blob = u
+            .wrap(&mut raw_mech(CKM_AES_CBC_PAD, Some(&mut iv)), key, k)
+            .unwrap();
+        let mut answers = std::collections::BTreeSet::new();
+        for g in 0..=255u8 {
+            let mut iv = [0u8; 16];
+            iv[15] = g;
+            let got = u.unwrap(
+                &mut raw_mech(CKM_AES_CBC_PAD, Some(&mut iv)),
+                key,
+                &blob[..16],
+                generic(),
+            );
+            answers.insert(got.err().unwrap_or(CKR_OK));
+        }
+        let want: Vec<CK_RV> = if name == "decrypting" {
+            vec![CKR_OK, CKR_WRAPPED_KEY_INVALID]
+        } else {
+            vec![CKR_KEY_FUNCTION_NOT_PERMITTED]
+        };
+        assert_eq!(answers.into_iter().collect::<Vec<_>>(), want, "{name}");
     }
 }
 

@@ -103,6 +103,15 @@ pub trait Family: Sync {
     fn unwrap(&self, _m: &Mechanism, _key: Key, _wrapped: &[u8]) -> Result<Zeroizing<Vec<u8>>> {
         fail(CKR_MECHANISM_INVALID)
     }
+    /// Whether a refused unwrap with `m` tells nothing of the blob's plaintext: the blob's
+    /// integrity is checked (AES key wrap), or every failure is one answer after the same work
+    /// (OAEP). Not so for CBC-PAD, whose padding check answers whether the plaintext ends in a
+    /// valid pad: repeated with chosen IVs, that answer decrypts the blob (the padding
+    /// oracle). `policy::check_unwrap` lets a key that may not decrypt unwrap only with a
+    /// mechanism that says yes.
+    fn unwrap_reveals_nothing(&self, _m: &Mechanism) -> bool {
+        false
+    }
     fn derive(&self, _m: &Mechanism, _key: Key) -> Result<Derived> {
         fail(CKR_MECHANISM_INVALID)
     }

@@ -129,7 +129,7 @@ impl Library {
             let class = mech.key_class(Op::Sign).ok_or(Error(CKR_MECHANISM_INVALID))?;
             check_key(&obj, &mech, class, CKA_SIGN)?;
             let signer = mech.family().signer(&mech, obj.key(class)?)?;
-            let needs_auth = obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
+            let needs_auth = s.awaiting_number(obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false));
             s.sign = Some(SignOp::new(signer, needs_auth));
             Ok(())
         })
@@ -221,7 +221,9 @@ impl Library {
             };
             let class = mech.key_class(op).ok_or(Error(CKR_MECHANISM_INVALID))?;
             check_key(&obj, &mech, class, usage)?;
-            let needs_auth = class == CKO_PRIVATE_KEY && obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false);
+            let needs_auth = s.awaiting_number(
+                class == CKO_PRIVATE_KEY && obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false),
+            );
             let op = CryptOp {
                 crypter: mech.family().crypter(&mech, obj.key(class)?, encrypt)?,
                 needs_auth,
@@ -462,6 +464,7 @@ impl Library {
             };
             let class = mech.key_class(Op::Unwrap).ok_or(Error(CKR_MECHANISM_INVALID))?;
             unwrapping_key(class)?;
+            policy::check_unwrap(&unwrapper.attrs, mech.family().unwrap_reveals_nothing(&mech))?;
             let value = mech.family().unwrap(&mech, unwrapper.key(class)?, wrapped)?;
             let template = policy::unwrap_template(&unwrapper.attrs, template)?;
             if template.attrs().class() == Some(CKO_PRIVATE_KEY) {

@@ -241,18 +241,8 @@ impl Library {
                     return fail(CKR_USER_NOT_LOGGED_IN);
                 }
                 let mut s = session.lock();
-                let has_op = s.sign.as_ref().is_some_and(|o| o.needs_auth)
-                    || s.decrypt.as_ref().is_some_and(|o| o.needs_auth);
                 self.store.login(token.slot_id, PinOwner::User, pin)?;
-                if let Some(o) = s.sign.as_mut() {
-                    o.needs_auth = false;
-                }
-                if let Some(o) = s.decrypt.as_mut() {
-                    o.needs_auth = false;
-                }
-                // With no operation waiting, the login is for the next call that has no
-                // Init to log in after (C_UnwrapKey, C_DeriveKey).
-                s.context_login = !has_op;
+                s.take_context_login();
                 Ok(())
             }
             CKU_SO | CKU_USER => {

@@ -28,8 +28,8 @@ fn check_one_shot(stage: Operation, one_shot: Option<&[u8]>) -> Result<()> {
     Ok(())
 }
 
-fn check_login(needs_auth: bool) -> Result<()> {
-    if needs_auth {
+fn check_login(needs_auth: Option<u64>) -> Result<()> {
+    if needs_auth.is_some() {
         return fail_because(
             CKR_USER_NOT_LOGGED_IN,
             "this key has CKA_ALWAYS_AUTHENTICATE: call C_Login with CKU_CONTEXT_SPECIFIC first",
@@ -41,12 +41,13 @@ fn check_login(needs_auth: bool) -> Result<()> {
 pub struct SignOp {
     signer: Box<dyn Signer>,
     pub stage: Operation,
-    /// `CKA_ALWAYS_AUTHENTICATE` keys need `C_Login(CKU_CONTEXT_SPECIFIC)` before use.
-    pub needs_auth: bool,
+    /// `CKA_ALWAYS_AUTHENTICATE` keys need `C_Login(CKU_CONTEXT_SPECIFIC)` before use: while
+    /// it has not come, the operation's number in its session (`Session::awaiting_number`).
+    pub needs_auth: Option<u64>,
 }
 
 impl SignOp {
-    pub fn new(signer: Box<dyn Signer>, needs_auth: bool) -> Self {
+    pub fn new(signer: Box<dyn Signer>, needs_auth: Option<u64>) -> Self {
         SignOp {
             signer,
             stage: Operation::Fresh,
@@ -99,7 +100,8 @@ impl VerifyOp {
 /// An encryption or decryption.
 pub struct CryptOp {
     pub crypter: Box<dyn Crypter>,
-    pub needs_auth: bool,
+    /// As `SignOp::needs_auth`.
+    pub needs_auth: Option<u64>,
 }
 
 impl CryptOp {

@@ -11,9 +11,11 @@
 //!
 //! The trusted-key rules close the key-separation attacks on `CKA_WRAP_WITH_TRUSTED` keys: a
 //! trusted secret key can wrap them, so it may never decrypt (`check_invariants`), never stop
-//! being trusted, never be copied outside an SO session, and what it unwraps comes out
-//! sensitive and wrap-with-trusted again (`unwrap_template`): no chain of wrap, decrypt,
-//! unwrap and copy brings such a key out in the clear.
+//! being trusted, never be copied outside an SO session, what it unwraps comes out sensitive
+//! and wrap-with-trusted again (`unwrap_template`), and it unwraps only with mechanisms whose
+//! failures reveal nothing (`check_unwrap`): no chain of wrap, decrypt, unwrap and copy brings
+//! such a key out in the clear. Every key that may not decrypt unwraps under the same two
+//! rules, so that unwrapping is no way to decrypt with it either.
 
 use super::attributes::{ulong_bytes, Attributes, Template};
 use crate::error::{fail_because, Result};
@@ -218,6 +220,12 @@ pub fn check_invariants(a: &Attributes) -> Result<()> {
         return fail_because(
             CKR_TEMPLATE_INCONSISTENT,
             "private and secret keys stored on the token must have CKA_PRIVATE true (their key material opens only after a user login)",
+        );
+    }
+    if a.bool_or(CKA_ALWAYS_AUTHENTICATE, false) && !a.is_private() {
+        return fail_because(
+            CKR_TEMPLATE_INCONSISTENT,
+            "CKA_ALWAYS_AUTHENTICATE true needs CKA_PRIVATE true (PKCS#11 §4.9: the per-use login is a user's)",
         );
     }
     if is_trusted_key(a) {
@@ -611,23 +619,42 @@ pub fn check_wrap(wrapper: &Attributes, target: &Attributes) -> Result<()> {
     Ok(())
 }
 
+/// Whether `unwrapper` may not decrypt (`CKA_DECRYPT` false, as every trusted key): then
+/// unwrapping must not be a way to decrypt with it (`unwrap_imposed`, `check_unwrap`).
+fn may_not_decrypt(unwrapper: &Attributes) -> bool {
+    is_trusted_key(unwrapper) || !unwrapper.bool_or(CKA_DECRYPT, false)
+}
+
 /// What every key `unwrapper` unwraps must be, whatever its templates say, so that unwrapping
-/// is never a way to decrypt:
-/// - an unwrapping key that may not decrypt (`CKA_DECRYPT` false) unwraps only sensitive keys:
-///   otherwise reading `CKA_VALUE` of a generic secret it "unwrapped" from any ciphertext is
-///   the decryption its policy refuses;
-/// - a trusted key (which never decrypts) also makes them `CKA_WRAP_WITH_TRUSTED`: a
-///   wrap-with-trusted key it wrapped and unwraps again stays one, instead of coming back free
-///   to be wrapped under any key and decrypted.
+/// is never a way to decrypt. A key that may not decrypt unwraps only keys that are
+/// - sensitive: otherwise reading `CKA_VALUE` of a generic secret it "unwrapped" from any
+///   ciphertext is the decryption its policy refuses;
+/// - `CKA_WRAP_WITH_TRUSTED`: otherwise such a key, if extractable, leaves under a key the
+///   caller holds and comes back readable, the same decryption in three calls; and a
+///   wrap-with-trusted key a trusted key wrapped and unwraps again stays one. Such keys leave
+///   the token only under a trusted key, which the SO makes and which never decrypts.
 fn unwrap_imposed(unwrapper: &Attributes) -> Vec<(CK_ATTRIBUTE_TYPE, bool)> {
-    let mut v = Vec::new();
-    if is_trusted_key(unwrapper) || !unwrapper.bool_or(CKA_DECRYPT, false) {
-        v.push((CKA_SENSITIVE, true));
+    if may_not_decrypt(unwrapper) {
+        vec![(CKA_SENSITIVE, true), (CKA_WRAP_WITH_TRUSTED, true)]
+    } else {
+        Vec::new()
     }
-    if is_trusted_key(unwrapper) {
-        v.push((CKA_WRAP_WITH_TRUSTED, true));
+}
+
+/// Whether `unwrapper` may unwrap with a mechanism that `reveals_nothing` (its family's
+/// `unwrap_reveals_nothing`) when it refuses a blob. A key that may not decrypt cannot unwrap
+/// with one that does, such as CBC-PAD: its padding answers, for blocks and IVs the caller
+/// chooses, whether the plaintext ends in a valid pad, and a few thousand such answers decrypt
+/// a blob (the padding oracle), a wrap-with-trusted key's under a trusted key included. A key
+/// that may decrypt learns nothing from it it could not decrypt directly.
+pub fn check_unwrap(unwrapper: &Attributes, reveals_nothing: bool) -> Result<()> {
+    if may_not_decrypt(unwrapper) && !reveals_nothing {
+        return fail_because(
+            CKR_KEY_FUNCTION_NOT_PERMITTED,
+            "a key without CKA_DECRYPT unwraps only with mechanisms that check the blob (CKM_AES_KEY_WRAP, CKM_AES_KEY_WRAP_PAD, CKM_RSA_PKCS_OAEP): a refused CBC-PAD unwrap would tell its padding, which decrypts the blob",
+        );
     }
-    v
+    Ok(())
 }
 
 /// The application's `template` with `imposed` values laid over it; a value that contradicts
@@ -661,7 +688,7 @@ pub fn unwrap_template(unwrapper: &Attributes, template: Template) -> Result<Tem
     impose(
         template,
         &rules,
-        "the unwrapping key's policy (a key without CKA_DECRYPT unwraps only sensitive keys; a trusted key's stay CKA_WRAP_WITH_TRUSTED)",
+        "the unwrapping key's policy (a key without CKA_DECRYPT unwraps only sensitive keys with CKA_WRAP_WITH_TRUSTED)",
     )
 }
 

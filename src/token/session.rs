@@ -19,8 +19,10 @@ pub struct Session {
     pub find: Option<FindOp>,
     /// A `C_Login(CKU_CONTEXT_SPECIFIC)` made with no operation waiting for it: it authorizes
     /// the next `C_UnwrapKey` or `C_DeriveKey` of this session (calls without an Init to log
-    /// in after), which spends it.
+    /// in after), which spends it, unless an operation starts first (which drops it).
     pub context_login: bool,
+    /// Operations started so far that wait for a context login: the last one's number.
+    awaited: u64,
 }
 
 pub type SessionRef = Arc<Mutex<Session>>;
@@ -38,6 +40,32 @@ impl Session {
             digest: None,
             find: None,
             context_login: false,
+            awaited: 0,
+        }
+    }
+
+    /// An operation starting on a key (`C_SignInit`, `C_EncryptInit`, `C_DecryptInit`): it
+    /// drops a context login no operation was waiting for, and, if its key has
+    /// `CKA_ALWAYS_AUTHENTICATE` (`needs_login`), gets the next number, which orders the
+    /// operations a context login may authorize (`take_context_login`).
+    pub fn awaiting_number(&mut self, needs_login: bool) -> Option<u64> {
+        self.context_login = false;
+        needs_login.then(|| {
+            self.awaited += 1;
+            self.awaited
+        })
+    }
+
+    /// A context login, its PIN right: one login, one use (PKCS#11 §4.9: the user supplies the
+    /// PIN for each use, right after its Init). It authorizes the waiting operation started
+    /// last, or, with none waiting, the next call without an Init (`context_login`).
+    pub fn take_context_login(&mut self) {
+        let sign = self.sign.as_mut().map(|o| &mut o.needs_auth);
+        let decrypt = self.decrypt.as_mut().map(|o| &mut o.needs_auth);
+        let waiting = [sign, decrypt].into_iter().flatten().filter(|n| n.is_some());
+        match waiting.max_by_key(|n| **n) {
+            Some(last) => *last = None,
+            None => self.context_login = true,
         }
     }
 

@@ -207,6 +207,11 @@ impl Family for Aes {
         }
     }
 
+    fn unwrap_reveals_nothing(&self, m: &Mechanism) -> bool {
+        // RFC 3394 and 5649 check the blob's integrity value; CBC-PAD's padding is an oracle.
+        matches!(params_of(m), Ok(AesMechanism::KeyWrap { .. }))
+    }
+
     fn derive(&self, m: &Mechanism, key: Key) -> Result<Derived> {
         let AesMechanism::EncryptData { iv, data } = params_of(m)? else {
             return fail(CKR_MECHANISM_INVALID);

@@ -199,6 +199,13 @@ impl Family for Rsa {
         super::decrypt(params_of(m)?, &key, wrapped).map_err(|_| Error(CKR_WRAPPED_KEY_INVALID))
     }
 
+    fn unwrap_reveals_nothing(&self, m: &Mechanism) -> bool {
+        // OAEP, the one RSA unwrap: every failure is CKR_WRAPPED_KEY_INVALID after the whole
+        // decoding (`pad::oaep_decode`: one error, no early exit on secret data), so Manger's
+        // oracle gets no answer.
+        matches!(m.params(), Some(Scheme::Oaep(_)))
+    }
+
     fn generates(&self, m: &Mechanism) -> Option<Generates> {
         matches!(m.params(), Some(Scheme::KeyPairGen)).then_some(Generates::KeyPair(CKK_RSA))
     }

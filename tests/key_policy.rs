@@ -274,6 +274,34 @@ impl T {
         (ph, sh)
     }
 
+    /// `data` encrypted with OAEP (`params`) under `public`, by the token.
+    fn oaep_encrypt(
+        &self,
+        params: &mut CK_RSA_PKCS_OAEP_PARAMS,
+        public: CK_OBJECT_HANDLE,
+        data: &[u8],
+    ) -> Vec<u8> {
+        let mut m = raw_mech(CKM_RSA_PKCS_OAEP, Some(params));
+        let mut data = data.to_vec();
+        let mut out = vec![0u8; 512];
+        let mut len = out.len() as CK_ULONG;
+        unsafe {
+            assert_eq!((self.r.f.C_EncryptInit.unwrap())(self.s, &mut m, public), CKR_OK);
+            assert_eq!(
+                (self.r.f.C_Encrypt.unwrap())(
+                    self.s,
+                    data.as_mut_ptr(),
+                    data.len() as _,
+                    out.as_mut_ptr(),
+                    &mut len
+                ),
+                CKR_OK
+            );
+        }
+        out.truncate(len as usize);
+        out
+    }
+
     fn rsa_pair(&self, private: Pairs) -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
         self.try_rsa_pair(private).unwrap()
     }
@@ -300,6 +328,17 @@ impl T {
         } else {
             Err(rv)
         }
+    }
+}
+
+/// OAEP with SHA-256 and no label, the parameters the tables below encrypt and unwrap with.
+fn oaep_sha256() -> CK_RSA_PKCS_OAEP_PARAMS {
+    CK_RSA_PKCS_OAEP_PARAMS {
+        hashAlg: CKM_SHA256,
+        mgf: CKG_MGF1_SHA256,
+        source: CKZ_DATA_SPECIFIED,
+        pSourceData: null_mut(),
+        ulSourceDataLen: 0,
     }
 }
 
@@ -587,27 +626,9 @@ fn always_authenticate_holds_for_every_use_of_the_key() {
     let (peer_pub, _) = u.ec_pair(vec![(CKA_TOKEN, vec![0])]);
     let peer_point = u.get(peer_pub, CKA_EC_POINT).unwrap();
     // An OAEP blob of a 16-byte secret under the RSA key, made by the token's public half.
-    let mut oaep = CK_RSA_PKCS_OAEP_PARAMS {
-        hashAlg: CKM_SHA256,
-        mgf: CKG_MGF1_SHA256,
-        source: CKZ_DATA_SPECIFIED,
-        pSourceData: null_mut(),
-        ulSourceDataLen: 0,
-    };
+    let mut oaep = oaep_sha256();
     let secret = [0x33u8; 16];
-    let blob = unsafe {
-        let mut m = raw_mech(CKM_RSA_PKCS_OAEP, Some(&mut oaep));
-        assert_eq!((u.r.f.C_EncryptInit.unwrap())(u.s, &mut m, rsa_pub), CKR_OK);
-        let mut data = secret.to_vec();
-        let mut out = vec![0u8; 256];
-        let mut len = out.len() as CK_ULONG;
-        assert_eq!(
-            (u.r.f.C_Encrypt.unwrap())(u.s, data.as_mut_ptr(), 16, out.as_mut_ptr(), &mut len),
-            CKR_OK
-        );
-        out.truncate(len as usize);
-        out
-    };
+    let blob = u.oaep_encrypt(&mut oaep, rsa_pub, &secret);
     let ecdh = CK_ECDH1_DERIVE_PARAMS {
         kdf: CKD_NULL,
         ulSharedDataLen: 0,
@@ -720,27 +741,9 @@ fn one_context_login_authorizes_the_operation_started_last() {
     ];
     let (rsa_pub, rsa) = u.rsa_pair(auth);
     let (_, plain) = u.rsa_pair(vec![(CKA_TOKEN, vec![0])]);
-    let mut oaep = CK_RSA_PKCS_OAEP_PARAMS {
-        hashAlg: CKM_SHA256,
-        mgf: CKG_MGF1_SHA256,
-        source: CKZ_DATA_SPECIFIED,
-        pSourceData: null_mut(),
-        ulSourceDataLen: 0,
-    };
+    let mut oaep = oaep_sha256();
     let secret = [0x44u8; 16];
-    let blob = unsafe {
-        let mut m = raw_mech(CKM_RSA_PKCS_OAEP, Some(&mut oaep));
-        assert_eq!((u.r.f.C_EncryptInit.unwrap())(u.s, &mut m, rsa_pub), CKR_OK);
-        let mut data = secret.to_vec();
-        let mut out = vec![0u8; 256];
-        let mut len = out.len() as CK_ULONG;
-        assert_eq!(
-            (u.r.f.C_Encrypt.unwrap())(u.s, data.as_mut_ptr(), 16, out.as_mut_ptr(), &mut len),
-            CKR_OK
-        );
-        out.truncate(len as usize);
-        out
-    };
+    let blob = u.oaep_encrypt(&mut oaep, rsa_pub, &secret);
     let sign = || unsafe {
         let mut data = *b"data";
         let mut sig = vec![0u8; 256];
@@ -1338,13 +1341,7 @@ fn a_key_that_may_not_decrypt_unwraps_only_with_mechanisms_that_check_the_blob()
         (CKA_DECRYPT, vec![0]),
         (CKA_UNWRAP, vec![1]),
     ]);
-    let mut oaep = CK_RSA_PKCS_OAEP_PARAMS {
-        hashAlg: CKM_SHA256,
-        mgf: CKG_MGF1_SHA256,
-        source: CKZ_DATA_SPECIFIED,
-        pSourceData: null_mut(),
-        ulSourceDataLen: 0,
-    };
+    let mut oaep = oaep_sha256();
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Mech {
         KwPad,

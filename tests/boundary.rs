@@ -193,6 +193,10 @@ struct Case {
 
 const DATA: &[u8] = b"abc";
 
+/// The flags of `C_SessionCancel` that name every operation a session can run.
+const ALL_OPERATIONS: CK_FLAGS =
+    CKF_DIGEST | CKF_SIGN | CKF_VERIFY | CKF_ENCRYPT | CKF_DECRYPT | CKF_FIND_OBJECTS;
+
 fn mech(t: CK_MECHANISM_TYPE) -> CK_MECHANISM {
     raw_mech::<u8>(t, None)
 }
@@ -404,8 +408,8 @@ fn every_error_of_a_running_operation_ends_it() {
         if next != CKR_OPERATION_NOT_INITIALIZED {
             wrong.push(format!("{}: the next call returned 0x{next:x}", c.name));
             // Clear the operation for the next case.
-            // SAFETY: C_SessionCancel takes the handle only.
-            unsafe { (r.f.C_SessionCancel.unwrap())(h, 0) };
+            // SAFETY: C_SessionCancel takes the handle and flags only.
+            unsafe { (r.f.C_SessionCancel.unwrap())(h, ALL_OPERATIONS) };
         }
     }
     assert!(
@@ -522,5 +526,54 @@ fn an_invalid_session_handle_outranks_mechanism_and_argument_errors() {
             (r.f.C_GenerateKey.unwrap())(h, null_mut(), null_mut(), 0, &mut key),
             CKR_ARGUMENTS_BAD
         );
+    }
+}
+
+fn find_init(r: &Raw, h: CK_SESSION_HANDLE, _: &Keys) -> CK_RV {
+    // SAFETY: an empty template (NULL, 0) matches every object.
+    unsafe { (r.f.C_FindObjectsInit.unwrap())(h, null_mut(), 0) }
+}
+
+/// `C_SessionCancel` ends the operations its flags name and leaves the others running
+/// (PKCS#11 3.0 §5.6; it used to end every operation whatever the flags). Each row cancels one
+/// kind with all six running; an Init of each kind afterwards answers whether it still runs
+/// (`CKR_OPERATION_ACTIVE`) or had ended (`CKR_OK`, which starts it again for the next row).
+#[test]
+fn session_cancel_ends_the_operations_its_flags_name() {
+    let _env = TestEnv::new();
+    let (_p, r, h, keys) = setup("cancel");
+    type Init = fn(&Raw, CK_SESSION_HANDLE, &Keys) -> CK_RV;
+    let ops: [(CK_FLAGS, Init); 6] = [
+        (CKF_DIGEST, digest_init),
+        (CKF_SIGN, sign_init),
+        (CKF_VERIFY, verify_init),
+        (CKF_ENCRYPT, encrypt_init),
+        (CKF_DECRYPT, decrypt_init),
+        (CKF_FIND_OBJECTS, find_init),
+    ];
+    for (_, init) in &ops {
+        assert_eq!(init(&r, h, &keys), CKR_OK);
+    }
+    // SAFETY: C_SessionCancel takes the handle and flags only.
+    let cancel = |flags| unsafe { (r.f.C_SessionCancel.unwrap())(h, flags) };
+    for &(flag, _) in &ops {
+        assert_eq!(cancel(flag), CKR_OK);
+        for &(f, init) in &ops {
+            let want = if f == flag { CKR_OK } else { CKR_OPERATION_ACTIVE };
+            assert_eq!(init(&r, h, &keys), want, "cancel 0x{flag:x}: operation 0x{f:x}");
+        }
+    }
+    // No flag: nothing ends. Every flag: everything does.
+    assert_eq!(cancel(0), CKR_OK);
+    for &(f, init) in &ops {
+        assert_eq!(
+            init(&r, h, &keys),
+            CKR_OPERATION_ACTIVE,
+            "cancel 0: operation 0x{f:x}"
+        );
+    }
+    assert_eq!(cancel(ALL_OPERATIONS), CKR_OK);
+    for &(f, init) in &ops {
+        assert_eq!(init(&r, h, &keys), CKR_OK, "cancel all: operation 0x{f:x}");
     }
 }

@@ -1,11 +1,14 @@
 //! Many threads at once: 16 signers on their own sessions with shared and separate keys while
-//! another thread creates, finds and destroys objects. Every signature is verified.
+//! another thread creates, finds and destroys objects. Every signature is verified. And calls
+//! that race on one object or session: a change never undoes a destruction or another change,
+//! and no object outlives the session that made it.
 
 mod common;
 
 use common::*;
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, ObjectClass};
+use cryptoki_sys::*;
 use rsa::pkcs1v15::Pkcs1v15Sign;
 use rsa::sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -101,4 +104,160 @@ fn sessions_opened_and_closed_concurrently() {
     // The application is still logged in through the session it kept open.
     keep.sign(&Mechanism::Sha256RsaPkcs, pr, b"still logged in")
         .unwrap();
+}
+
+/// A raw template entry pointing at `v`.
+fn attr<T>(t: CK_ATTRIBUTE_TYPE, v: &mut T) -> CK_ATTRIBUTE {
+    CK_ATTRIBUTE {
+        type_: t,
+        pValue: v as *mut T as *mut _,
+        ulValueLen: std::mem::size_of::<T>() as CK_ULONG,
+    }
+}
+
+/// Review of 2026-12-07: `C_SetAttributeValue` read an object, changed a copy and wrote it
+/// back with nothing held between, so a change racing `C_DestroyObject` brought a destroyed
+/// session object back (267 of 20,000 races), and a change of the label racing
+/// `CKA_SENSITIVE` true wrote the old false back, both calls answering `CKR_OK` (63 of
+/// 20,000); a create racing `C_CloseSession` could leave an object of the closed session.
+/// Each race, run many times from two threads started together: every outcome must be one
+/// that the two calls in some order would give.
+#[test]
+fn racing_calls_on_one_object_keep_every_rule() {
+    let _env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "races").id();
+    let r = std::sync::Arc::new(Raw::load());
+    let open = || {
+        let mut h = 0;
+        // SAFETY: a live out-pointer; no callback.
+        let rv = unsafe {
+            (r.f.C_OpenSession.unwrap())(
+                slot,
+                CKF_SERIAL_SESSION | CKF_RW_SESSION,
+                std::ptr::null_mut(),
+                None,
+                &mut h,
+            )
+        };
+        assert_eq!(rv, CKR_OK);
+        h
+    };
+    let (a, b) = (open(), open());
+    let mut pin = *b"1234";
+    // SAFETY: the PIN's bytes are live for the call.
+    assert_eq!(
+        unsafe { (r.f.C_Login.unwrap())(a, CKU_USER, pin.as_mut_ptr(), 4) },
+        CKR_OK
+    );
+    // A readable generic secret as a session object of `a`.
+    let secret = |h| {
+        let (mut class, mut kt, mut no, mut yes) = (CKO_SECRET_KEY, CKK_GENERIC_SECRET, 0u8, 1u8);
+        let mut value = [5u8; 16];
+        let mut t = [
+            attr(CKA_CLASS, &mut class),
+            attr(CKA_KEY_TYPE, &mut kt),
+            attr(CKA_TOKEN, &mut no),
+            attr(CKA_SENSITIVE, &mut no),
+            attr(CKA_EXTRACTABLE, &mut yes),
+            attr(CKA_VALUE, &mut value),
+        ];
+        let mut o = 0;
+        // SAFETY: the template's values are live locals of the sizes given.
+        let rv = unsafe { (r.f.C_CreateObject.unwrap())(h, t.as_mut_ptr(), t.len() as _, &mut o) };
+        (rv, o)
+    };
+    let set = |r: &Raw, h, o, t: CK_ATTRIBUTE_TYPE, v: &mut [u8]| {
+        let mut a = [CK_ATTRIBUTE {
+            type_: t,
+            pValue: v.as_mut_ptr() as *mut _,
+            ulValueLen: v.len() as CK_ULONG,
+        }];
+        // SAFETY: the value is live for the call.
+        unsafe { (r.f.C_SetAttributeValue.unwrap())(h, o, a.as_mut_ptr(), 1) }
+    };
+    let value = |h, o| {
+        let mut out = [0u8; 16];
+        let mut a = [attr(CKA_VALUE, &mut out)];
+        // SAFETY: `out` holds the 16 bytes asked for.
+        unsafe { (r.f.C_GetAttributeValue.unwrap())(h, o, a.as_mut_ptr(), 1) }
+    };
+    // Runs `first` here and `second` on another thread, released together.
+    let race = |first: &dyn Fn() -> CK_RV, second: Box<dyn FnOnce(&Raw) -> CK_RV + Send>| {
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let (r2, b2) = (r.clone(), barrier.clone());
+        let t = std::thread::spawn(move || {
+            b2.wait();
+            second(&r2)
+        });
+        barrier.wait();
+        (first(), t.join().unwrap())
+    };
+    let rounds = 2000;
+    let (mut revived, mut reverted, mut orphans) = (0, 0, 0);
+    for _ in 0..rounds {
+        // A change against a destruction: both may succeed (change first), never with the
+        // object still there afterwards.
+        let (rv, o) = secret(a);
+        assert_eq!(rv, CKR_OK);
+        let (destroyed, changed) = race(
+            // SAFETY: a handle of this session.
+            &|| unsafe { (r.f.C_DestroyObject.unwrap())(a, o) },
+            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut *b"yy".to_vec())),
+        );
+        assert_eq!(destroyed, CKR_OK);
+        assert!(
+            changed == CKR_OK || changed == CKR_OBJECT_HANDLE_INVALID,
+            "0x{changed:x}"
+        );
+        if value(a, o) != CKR_OBJECT_HANDLE_INVALID {
+            revived += 1;
+            // SAFETY: a handle of this session.
+            unsafe { (r.f.C_DestroyObject.unwrap())(a, o) };
+        }
+        // CKA_SENSITIVE true against a change of the label: once the first answers CKR_OK,
+        // the value stays unreadable.
+        let (rv, o) = secret(a);
+        assert_eq!(rv, CKR_OK);
+        let (sensitive, labelled) = race(
+            &|| set(&r, a, o, CKA_SENSITIVE, &mut [1]),
+            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut *b"yy".to_vec())),
+        );
+        assert_eq!((sensitive, labelled), (CKR_OK, CKR_OK));
+        if value(a, o) != CKR_ATTRIBUTE_SENSITIVE {
+            reverted += 1;
+        }
+        // SAFETY: a handle of this session.
+        unsafe { (r.f.C_DestroyObject.unwrap())(a, o) };
+        // A create against the close of its session: no object of the closed session stays.
+        let c = open();
+        let (closed, (created, o)) = {
+            let mut made = (0, 0);
+            let closed = {
+                let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+                let b2 = barrier.clone();
+                std::thread::scope(|sc| {
+                    let t = sc.spawn(|| {
+                        b2.wait();
+                        secret(c)
+                    });
+                    barrier.wait();
+                    // SAFETY: closes a session this test opened.
+                    let rv = unsafe { (r.f.C_CloseSession.unwrap())(c) };
+                    made = t.join().unwrap();
+                    rv
+                })
+            };
+            (closed, made)
+        };
+        assert_eq!(closed, CKR_OK);
+        if created == CKR_OK && value(a, o) != CKR_OBJECT_HANDLE_INVALID {
+            orphans += 1;
+        }
+    }
+    assert_eq!(
+        (revived, reverted, orphans),
+        (0, 0, 0),
+        "of {rounds} races each: destroyed objects back, CKA_SENSITIVE undone, objects of closed sessions"
+    );
 }

@@ -714,11 +714,23 @@ fn always_authenticate_holds_for_every_use_of_the_key() {
     // A wrong PIN authorizes nothing.
     assert_eq!(u.login(CKU_CONTEXT_SPECIFIC, "wrong"), CKR_PIN_INCORRECT);
     assert_eq!(uses[3].1(false), CKR_USER_NOT_LOGGED_IN);
-    // An authorization does not outlive the login it was made in.
+    // An authorization does not outlive the login it was made in. The logout also destroyed
+    // the private session keys (PKCS#11 C_Logout), so a new key shows it.
     assert_eq!(u.login(CKU_CONTEXT_SPECIFIC, USER_PIN), CKR_OK);
     assert_eq!(u.logout(), CKR_OK);
     assert_eq!(u.login(CKU_USER, USER_PIN), CKR_OK);
-    assert_eq!(uses[2].1(false), CKR_USER_NOT_LOGGED_IN);
+    assert_eq!(uses[2].1(false), CKR_UNWRAPPING_KEY_HANDLE_INVALID);
+    let (_, ec2) = u.ec_pair(vec![
+        (CKA_ALWAYS_AUTHENTICATE, vec![1]),
+        (CKA_TOKEN, vec![0]),
+        (CKA_DERIVE, vec![1]),
+    ]);
+    let mut ecdh = ecdh;
+    let mut m = raw_mech(CKM_ECDH1_DERIVE, Some(&mut ecdh));
+    assert_eq!(
+        u.derive(&mut m, ec2, generic()).err(),
+        Some(CKR_USER_NOT_LOGGED_IN)
+    );
 }
 
 /// Review of 2026-12-07: one context login authorizes one use, the operation started last
@@ -1326,6 +1338,8 @@ fn unwrapping_is_no_way_around_decrypt_false() {
 #[test]
 fn a_key_that_may_not_decrypt_unwraps_only_with_mechanisms_that_check_the_blob() {
     let (_env, _p, u, so) = setup();
+    // First: the SO's turn logs the user out, which destroys the user's private session keys.
+    let trusted = so_trusted_key(&u, &so, vec![]).unwrap();
     let secret = [0x5au8; 32];
     let k = u.create(aes(&secret, vec![(CKA_EXTRACTABLE, vec![1])])).unwrap();
     let both = vec![(CKA_WRAP, vec![1]), (CKA_UNWRAP, vec![1])];
@@ -1335,7 +1349,6 @@ fn a_key_that_may_not_decrypt_unwraps_only_with_mechanisms_that_check_the_blob()
     let not_decrypting = u
         .create(aes(&[2; 32], with(both.clone(), CKA_DECRYPT, &[0])))
         .unwrap();
-    let trusted = so_trusted_key(&u, &so, vec![]).unwrap();
     let (rsa_pub, rsa) = u.rsa_pair(vec![
         (CKA_TOKEN, vec![0]),
         (CKA_DECRYPT, vec![0]),

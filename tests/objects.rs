@@ -451,6 +451,10 @@ fn find_by_any_attribute_and_private_visibility() {
     let priv_handle = s
         .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY), Attribute::Id(vec![0])])
         .unwrap()[0];
+    // Id 1 is a session key pair.
+    let private_session_key = s
+        .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY), Attribute::Id(vec![1])])
+        .unwrap()[0];
     s.logout().unwrap();
     let public_only = s.find_objects(&[]).unwrap();
     assert_eq!(
@@ -468,16 +472,31 @@ fn find_by_any_attribute_and_private_visibility() {
         .create_object(&[Attribute::Class(ObjectClass::DATA), Attribute::Private(true)])
         .unwrap_err();
     assert_eq!(rv(err), RvError::UserNotLoggedIn);
-    // Session objects die with their session; token objects do not.
+    // The logout destroyed the private session objects (PKCS#11 C_Logout: the application's
+    // private session objects are destroyed, and their handles stay invalid after a later
+    // login): the private keys left are the token's.
     let s2 = user_session(&p, slot);
-    let before = s2
+    let private_keys = s2
         .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)])
+        .unwrap();
+    assert_eq!(private_keys.len(), 3);
+    assert!(!private_keys.contains(&private_session_key));
+    assert_eq!(
+        rv(s2
+            .get_attributes(private_session_key, &[AttributeType::Label])
+            .unwrap_err()),
+        RvError::ObjectHandleInvalid
+    );
+    // Session objects die with their session; token objects do not (the public keys: three
+    // token objects, two session objects of `s`).
+    let before = s2
+        .find_objects(&[Attribute::Class(ObjectClass::PUBLIC_KEY)])
         .unwrap()
         .len();
     assert_eq!(before, 5);
     s.close().unwrap();
     let after = s2
-        .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY)])
+        .find_objects(&[Attribute::Class(ObjectClass::PUBLIC_KEY)])
         .unwrap()
         .len();
     assert_eq!(after, 3);

@@ -112,7 +112,7 @@ ck_fn!(
 );
 
 ck_fn!(
-    fn C_SessionCancel(session: CK_SESSION_HANDLE, _flags: CK_FLAGS) {
-        lib()?.0.cancel(session)
+    fn C_SessionCancel(session: CK_SESSION_HANDLE, flags: CK_FLAGS) {
+        lib()?.0.cancel(session, flags)
     }
 );

@@ -214,7 +214,11 @@ impl Library {
             .sessions
             .remove(&handle)
             .ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
-        let token = e.session.lock().token.clone();
+        let token = {
+            let mut s = e.session.lock();
+            s.closed = true;
+            s.token.clone()
+        };
         token.drop_session_objects(handle);
         if self.sessions_of(token.slot_id).is_empty() && token.login_state() != LoginState::Public {
             token.set_login_state(LoginState::Public);
@@ -285,6 +289,7 @@ impl Library {
         }
         token.set_login_state(LoginState::Public);
         self.store.logout(token.slot_id);
+        token.drop_private_session_objects();
         // Operations on private keys cannot go on without a login.
         for e in self.sessions_of(token.slot_id) {
             let mut s = e.session.lock();
@@ -328,8 +333,9 @@ impl Library {
         Ok(())
     }
 
-    pub fn cancel(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
-        self.session(handle)?.lock().cancel_all();
+    /// `C_SessionCancel`: ends the operations `flags` names.
+    pub fn cancel(&self, handle: CK_SESSION_HANDLE, flags: CK_FLAGS) -> Result<()> {
+        self.session(handle)?.lock().cancel(flags);
         Ok(())
     }
 }

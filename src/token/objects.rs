@@ -35,6 +35,9 @@ impl Library {
     /// Stores completed new objects and returns their handles; the token objects among them
     /// are written in one transaction.
     fn add_objects(&self, session: &Session, mut objects: Vec<Attributes>) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        if session.closed {
+            return fail_because(CKR_SESSION_CLOSED, "the session was closed while the call ran");
+        }
         for attrs in &mut objects {
             policy::check_invariants(attrs)?;
             Self::check_write(session, attrs)?;
@@ -103,6 +106,7 @@ impl Library {
     pub fn destroy_object(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE) -> Result<()> {
         let session = self.session(h)?;
         let s = session.lock();
+        let _writes = s.token.object_writes.lock();
         let obj = s.token.object(handle)?;
         if obj.attrs.is_token() && !s.rw {
             return fail(CKR_SESSION_READ_ONLY);
@@ -131,6 +135,8 @@ impl Library {
     ) -> Result<()> {
         let session = self.session(h)?;
         let s = session.lock();
+        // The object is read, checked and written back under the token's write lock.
+        let _writes = s.token.object_writes.lock();
         let obj = s.token.object(handle)?;
         if obj.attrs.is_token() && !s.rw {
             return fail(CKR_SESSION_READ_ONLY);

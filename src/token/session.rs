@@ -23,6 +23,10 @@ pub struct Session {
     pub context_login: bool,
     /// Operations started so far that wait for a context login: the last one's number.
     awaited: u64,
+    /// Set by `C_CloseSession` under the session's lock, before it destroys the session's
+    /// objects: a call that got the session before and creates an object after finds it set
+    /// (`CKR_SESSION_CLOSED`) instead of leaving an object of a closed session behind.
+    pub closed: bool,
 }
 
 pub type SessionRef = Arc<Mutex<Session>>;
@@ -41,6 +45,7 @@ impl Session {
             find: None,
             context_login: false,
             awaited: 0,
+            closed: false,
         }
     }
 
@@ -89,13 +94,27 @@ impl Session {
             || self.digest.is_some()
     }
 
-    /// Ends every active operation (`C_SessionCancel`, logout).
-    pub fn cancel_all(&mut self) {
-        self.sign = None;
-        self.verify = None;
-        self.encrypt = None;
-        self.decrypt = None;
-        self.digest = None;
-        self.find = None;
+    /// Ends the active operations whose `CKF_*` flag is in `flags` (`C_SessionCancel`, which
+    /// names the ones to end: PKCS#11 3.0 §5.6) and leaves the others running.
+    pub fn cancel(&mut self, flags: CK_FLAGS) {
+        let named = |f: CK_FLAGS| flags & f != 0;
+        if named(CKF_SIGN) {
+            self.sign = None;
+        }
+        if named(CKF_VERIFY) {
+            self.verify = None;
+        }
+        if named(CKF_ENCRYPT) {
+            self.encrypt = None;
+        }
+        if named(CKF_DECRYPT) {
+            self.decrypt = None;
+        }
+        if named(CKF_DIGEST) {
+            self.digest = None;
+        }
+        if named(CKF_FIND_OBJECTS) {
+            self.find = None;
+        }
     }
 }

@@ -40,6 +40,12 @@ pub struct Token {
     /// Token objects seen by this process: the object and the store generation it was checked at.
     cache: Cache<CK_OBJECT_HANDLE, Cached, ByFootprint>,
     pub session_objects: DashMap<CK_OBJECT_HANDLE, Arc<Object>>,
+    /// Held from the read of an object to its write (`C_SetAttributeValue`) and by every
+    /// destruction of objects in this process: otherwise a change racing a destruction writes
+    /// back the object it read (a destroyed session object comes back), and two changes
+    /// racing each other write back each other's old values (`CKA_SENSITIVE` set by one call,
+    /// cleared by the other: a one-way rule broken with `CKR_OK` for both).
+    pub object_writes: Mutex<()>,
     /// The store generation last read; a change re-reads the record (`generation`).
     seen_generation: AtomicU64,
 }
@@ -79,6 +85,7 @@ impl Token {
             login_turn: Mutex::new(()),
             cache: new_cache(cache_bytes),
             session_objects: DashMap::new(),
+            object_writes: Mutex::new(()),
             seen_generation: AtomicU64::new(0),
         }
     }
@@ -324,7 +331,15 @@ impl Token {
 
     /// Destroys the session objects a closing session owned.
     pub fn drop_session_objects(&self, session: CK_SESSION_HANDLE) {
+        let _writes = self.object_writes.lock();
         self.session_objects.retain(|_, o| o.owner != Some(session));
+    }
+
+    /// Destroys every private session object (`C_Logout`: PKCS#11 destroys the application's
+    /// private session objects, and their handles stay invalid after a later login).
+    pub fn drop_private_session_objects(&self) {
+        let _writes = self.object_writes.lock();
+        self.session_objects.retain(|_, o| !o.attrs.is_private());
     }
 }
 

@@ -459,3 +459,79 @@ fn a_small_object_cache_still_serves_every_key() {
         "{err:?}"
     );
 }
+
+/// Review of 2026-12-07: a PIN change wrote the new wrap of the token key and left the old one
+/// in the store's files (the database page it replaced, the write-ahead log), where the old
+/// PIN still opened it, and with it every key, those made later too. Each change, the user's
+/// and the SO's, and the SO's reset of the user PIN: afterwards no file of the store holds the
+/// old wrap, and the new one is there (so the scan can see a wrap).
+#[test]
+fn a_changed_pin_leaves_no_old_wrap_in_the_store() {
+    let env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "rewrap");
+    let db = env.store_dir().join("ferrohsm.db");
+    let wraps = || -> (Vec<u8>, Vec<u8>) {
+        let c =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        c.query_row(
+            "SELECT so_wrap, user_wrap FROM tokens WHERE user_wrap IS NOT NULL",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let pin = |s: &str| AuthPin::new(s.into());
+    // (change, whose wrap it replaces: true for the SO's)
+    let changes: [(&str, bool); 3] = [
+        ("user C_SetPIN", false),
+        ("SO C_InitPIN", false),
+        ("SO C_SetPIN", true),
+    ];
+    let mut user_pin = USER_PIN.to_string();
+    let mut so_pin = SO_PIN.to_string();
+    for (change, so_wrap) in changes {
+        let (old_so, old_user) = wraps();
+        let s = p.open_rw_session(slot).unwrap();
+        match change {
+            "user C_SetPIN" => {
+                s.login(UserType::User, Some(&pin(&user_pin))).unwrap();
+                s.set_pin(&pin(&user_pin), &pin("4321")).unwrap();
+                user_pin = "4321".into();
+            }
+            "SO C_InitPIN" => {
+                s.login(UserType::So, Some(&pin(&so_pin))).unwrap();
+                s.init_pin(&pin("5678")).unwrap();
+                user_pin = "5678".into();
+            }
+            _ => {
+                s.login(UserType::So, Some(&pin(&so_pin))).unwrap();
+                s.set_pin(&pin(&so_pin), &pin("87654321")).unwrap();
+                so_pin = "87654321".into();
+            }
+        }
+        s.logout().unwrap();
+        s.close().unwrap();
+        let (new_so, new_user) = wraps();
+        let (old, new) = if so_wrap {
+            (old_so, new_so)
+        } else {
+            (old_user, new_user)
+        };
+        assert_ne!(old, new, "{change}");
+        let files = store_bytes(&env.store_dir());
+        assert!(
+            contains(&files, &new),
+            "{change}: the new wrap is not in the files"
+        );
+        assert!(
+            !contains(&files, &old),
+            "{change}: the old wrap is still in the store's files"
+        );
+    }
+    // The new PINs open the token.
+    let s = p.open_rw_session(slot).unwrap();
+    s.login(UserType::User, Some(&pin(&user_pin))).unwrap();
+    s.logout().unwrap();
+    s.login(UserType::So, Some(&pin(&so_pin))).unwrap();
+}

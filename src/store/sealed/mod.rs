@@ -260,6 +260,7 @@ impl Store for Sealed {
             row.user.counter.restart();
             tx.update_token(&row)
         })?;
+        self.backend.forget_old_versions();
         self.pins.remember(slot, PinOwner::User, &wrap, pin, pin_key);
         Ok(())
     }
@@ -279,6 +280,7 @@ impl Store for Sealed {
             pin::of(&mut row, who).wrap = Some(wrap.clone());
             tx.update_token(&row)
         })?;
+        self.backend.forget_old_versions();
         self.pins.remember(slot, who, &wrap, new, pin_key);
         Ok(())
     }

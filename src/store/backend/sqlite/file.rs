@@ -341,6 +341,9 @@ pub(super) fn open(dir: &Path) -> std::result::Result<(Connection, PathBuf, (u64
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Space a change frees is zeroed, not left holding the old bytes: a PIN's old wrap
+        // among them (`Backend::forget_old_versions`).
+        conn.pragma_update(None, "secure_delete", "ON")?;
         Ok(())
     };
     setup().map_err(|e| format!("token store {} is not usable: {e}", path.display()))?;

@@ -241,6 +241,22 @@ impl Backend for SqliteBackend {
         })?;
         tx.commit().map_err(|e| self.write_err(e))
     }
+
+    fn forget_old_versions(&self) {
+        let conn = self.conn.lock();
+        let busy: rusqlite::Result<i64> = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0));
+        match busy {
+            Ok(0) => {}
+            Ok(_) => log::warn!(
+                "token store {}: the write-ahead log still holds the PIN's old wrap (another process is reading); it goes at the next checkpoint",
+                self.path.display()
+            ),
+            Err(e) => log::warn!(
+                "token store {}: the write-ahead log could not be truncated after a PIN change: {e}",
+                self.path.display()
+            ),
+        }
+    }
 }
 
 struct SqliteTx<'a> {

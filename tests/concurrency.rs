@@ -128,21 +128,7 @@ fn racing_calls_on_one_object_keep_every_rule() {
     let p = load();
     let slot = new_token(&p, "races").id();
     let r = std::sync::Arc::new(Raw::load());
-    let open = || {
-        let mut h = 0;
-        // SAFETY: a live out-pointer; no callback.
-        let rv = unsafe {
-            (r.f.C_OpenSession.unwrap())(
-                slot,
-                CKF_SERIAL_SESSION | CKF_RW_SESSION,
-                std::ptr::null_mut(),
-                None,
-                &mut h,
-            )
-        };
-        assert_eq!(rv, CKR_OK);
-        h
-    };
+    let open = || r.open_session(slot);
     let (a, b) = (open(), open());
     let mut pin = *b"1234";
     // SAFETY: the PIN's bytes are live for the call.
@@ -203,7 +189,7 @@ fn racing_calls_on_one_object_keep_every_rule() {
         let (destroyed, changed) = race(
             // SAFETY: a handle of this session.
             &|| unsafe { (r.f.C_DestroyObject.unwrap())(a, o) },
-            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut *b"yy".to_vec())),
+            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut b"yy".to_vec())),
         );
         assert_eq!(destroyed, CKR_OK);
         assert!(
@@ -221,7 +207,7 @@ fn racing_calls_on_one_object_keep_every_rule() {
         assert_eq!(rv, CKR_OK);
         let (sensitive, labelled) = race(
             &|| set(&r, a, o, CKA_SENSITIVE, &mut [1]),
-            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut *b"yy".to_vec())),
+            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut b"yy".to_vec())),
         );
         assert_eq!((sensitive, labelled), (CKR_OK, CKR_OK));
         if value(a, o) != CKR_ATTRIBUTE_SENSITIVE {

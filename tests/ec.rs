@@ -804,19 +804,7 @@ fn short_output_buffers_follow_the_two_call_rule() {
 
 /// A session of the raw API on the token `setup` made, logged in by the cryptoki session.
 fn raw_session(r: &Raw, slot: CK_SLOT_ID) -> CK_SESSION_HANDLE {
-    // SAFETY: a test: the output is a live local.
-    unsafe {
-        let mut h = 0;
-        let rv = (r.f.C_OpenSession.unwrap())(
-            slot,
-            CKF_SERIAL_SESSION | CKF_RW_SESSION,
-            std::ptr::null_mut(),
-            None,
-            &mut h,
-        );
-        assert_eq!(rv, CKR_OK);
-        h
-    }
+    r.open_session(slot)
 }
 
 unsafe fn find_raw_private(r: &Raw, h: CK_SESSION_HANDLE) -> CK_OBJECT_HANDLE {

@@ -223,6 +223,7 @@ impl Library {
         if self.sessions_of(token.slot_id).is_empty() && token.login_state() != LoginState::Public {
             token.set_login_state(LoginState::Public);
             self.store.logout(token.slot_id);
+            token.logged_out();
         }
         Ok(())
     }
@@ -289,7 +290,7 @@ impl Library {
         }
         token.set_login_state(LoginState::Public);
         self.store.logout(token.slot_id);
-        token.drop_private_session_objects();
+        token.logged_out();
         // Operations on private keys cannot go on without a login.
         for e in self.sessions_of(token.slot_id) {
             let mut s = e.session.lock();

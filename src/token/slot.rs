@@ -335,11 +335,14 @@ impl Token {
         self.session_objects.retain(|_, o| o.owner != Some(session));
     }
 
-    /// Destroys every private session object (`C_Logout`: PKCS#11 destroys the application's
-    /// private session objects, and their handles stay invalid after a later login).
-    pub fn drop_private_session_objects(&self) {
+    /// What a logout ends: every private session object (PKCS#11 destroys the application's
+    /// private session objects, and their handles stay invalid after a later login), and the
+    /// token objects this process unsealed (their key material is dropped and zeroized, not
+    /// kept until the next login).
+    pub fn logged_out(&self) {
         let _writes = self.object_writes.lock();
         self.session_objects.retain(|_, o| !o.attrs.is_private());
+        self.cache.clear();
     }
 }
 

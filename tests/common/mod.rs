@@ -208,6 +208,23 @@ impl Raw {
             Raw { _lib: lib, f }
         }
     }
+
+    /// A read/write session on `slot`, opened through the raw API.
+    pub fn open_session(&self, slot: cryptoki_sys::CK_SLOT_ID) -> cryptoki_sys::CK_SESSION_HANDLE {
+        let mut h = 0;
+        // SAFETY: a live out-pointer; no notification callback.
+        let rv = unsafe {
+            (self.f.C_OpenSession.unwrap())(
+                slot,
+                cryptoki_sys::CKF_SERIAL_SESSION | cryptoki_sys::CKF_RW_SESSION,
+                std::ptr::null_mut(),
+                None,
+                &mut h,
+            )
+        };
+        assert_eq!(rv, cryptoki_sys::CKR_OK);
+        h
+    }
 }
 
 /// Builds a raw `CK_MECHANISM` with parameter `p`.

@@ -736,8 +736,8 @@ fn always_authenticate_holds_for_every_use_of_the_key() {
 /// Review of 2026-12-07: one context login authorizes one use, the operation started last
 /// (PKCS#11 §4.9: the login comes right after the Init of the use it is for), where one
 /// login had authorized a pending signature and a pending decryption together; and a
-/// context login no operation waited for is dropped when an operation starts, instead of
-/// lasting until the next unwrap or derivation. Each row is a sequence of calls in one
+/// context login no operation waited for is dropped when a signature or decryption starts,
+/// instead of lasting until the next unwrap or derivation. Each row is a sequence of calls in one
 /// session and what each answers: `S`/`D` start a signature/decryption with the
 /// always-authenticate RSA key, `P` starts and makes a signature with a plain key, `L` is
 /// the context login, `s`/`d`/`u` finish the signature, the decryption, or unwrap with the

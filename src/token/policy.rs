@@ -2,8 +2,8 @@
 //! which are sensitive, who may set which at creation (`complete_new`), which may change later
 //! and which way (`ONE_WAY`, `check_change`, for set and copy alike; `copy_attributes` for the
 //! rest of a copy), what every stored object satisfies (`check_invariants`), what wrapping,
-//! unwrapping and deriving keys allow (`check_wrap`, `unwrap_template`, `derive_template`), and
-//! what a search may compare (`search_matches`). Template values arrive already shape-checked
+//! unwrapping and deriving keys allow (`check_wrap`, `check_unwrap`, `unwrap_template`,
+//! `derive_template`), and what a search may compare (`search_matches`). Template values arrive already shape-checked
 //! (`Template::parse`). An asymmetric key's own attributes (its key material, which of it is
 //! required and which secret) come from its key type's model (`mechanism::KeyModel`), a
 //! secret key's lengths from its type's description (`mechanism::SecretKeyType`); every rule
@@ -641,12 +641,13 @@ fn unwrap_imposed(unwrapper: &Attributes) -> Vec<(CK_ATTRIBUTE_TYPE, bool)> {
     }
 }
 
-/// Whether `unwrapper` may unwrap with a mechanism that `reveals_nothing` (its family's
-/// `unwrap_reveals_nothing`) when it refuses a blob. A key that may not decrypt cannot unwrap
-/// with one that does, such as CBC-PAD: its padding answers, for blocks and IVs the caller
-/// chooses, whether the plaintext ends in a valid pad, and a few thousand such answers decrypt
-/// a blob (the padding oracle), a wrap-with-trusted key's under a trusted key included. A key
-/// that may decrypt learns nothing from it it could not decrypt directly.
+/// Whether `unwrapper` may unwrap with a mechanism whose refusals reveal nothing of the blob
+/// (`reveals_nothing`: its family's `unwrap_reveals_nothing`). A key that may not decrypt
+/// unwraps only with such a mechanism. CBC-PAD is not one: its padding check answers, for
+/// blocks and IVs the caller chooses, whether the plaintext ends in a valid pad, and a few
+/// thousand such answers decrypt a blob (the padding oracle), a wrap-with-trusted key's under a
+/// trusted key included. A key that may decrypt learns nothing from them that it could not
+/// decrypt directly.
 pub fn check_unwrap(unwrapper: &Attributes, reveals_nothing: bool) -> Result<()> {
     if may_not_decrypt(unwrapper) && !reveals_nothing {
         return fail_because(

@@ -19,7 +19,8 @@ pub struct Session {
     pub find: Option<FindOp>,
     /// A `C_Login(CKU_CONTEXT_SPECIFIC)` made with no operation waiting for it: it authorizes
     /// the next `C_UnwrapKey` or `C_DeriveKey` of this session (calls without an Init to log
-    /// in after), which spends it, unless an operation starts first (which drops it).
+    /// in after), which spends it, unless a signature, encryption or decryption starts first
+    /// (which drops it: `awaiting_number`).
     pub context_login: bool,
     /// Operations started so far that wait for a context login: the last one's number.
     awaited: u64,

@@ -115,6 +115,21 @@ fn attr<T>(t: CK_ATTRIBUTE_TYPE, v: &mut T) -> CK_ATTRIBUTE {
     }
 }
 
+/// Runs `first` here and `second` on another thread, released together by a barrier; both
+/// answers.
+fn race<A, B: Send>(first: impl FnOnce() -> A, second: impl FnOnce() -> B + Send) -> (A, B) {
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|sc| {
+        let t = sc.spawn(|| {
+            barrier.wait();
+            second()
+        });
+        barrier.wait();
+        let a = first();
+        (a, t.join().unwrap())
+    })
+}
+
 /// Review of 2026-12-07: `C_SetAttributeValue` read an object, changed a copy and wrote it
 /// back with nothing held between, so a change racing `C_DestroyObject` brought a destroyed
 /// session object back (267 of 20,000 races), and a change of the label racing
@@ -127,7 +142,7 @@ fn racing_calls_on_one_object_keep_every_rule() {
     let _env = TestEnv::new();
     let p = load();
     let slot = new_token(&p, "races").id();
-    let r = std::sync::Arc::new(Raw::load());
+    let r = Raw::load();
     let open = || r.open_session(slot);
     let (a, b) = (open(), open());
     let mut pin = *b"1234";
@@ -153,7 +168,7 @@ fn racing_calls_on_one_object_keep_every_rule() {
         let rv = unsafe { (r.f.C_CreateObject.unwrap())(h, t.as_mut_ptr(), t.len() as _, &mut o) };
         (rv, o)
     };
-    let set = |r: &Raw, h, o, t: CK_ATTRIBUTE_TYPE, v: &mut [u8]| {
+    let set = |h, o, t: CK_ATTRIBUTE_TYPE, v: &mut [u8]| {
         let mut a = [CK_ATTRIBUTE {
             type_: t,
             pValue: v.as_mut_ptr() as *mut _,
@@ -168,17 +183,6 @@ fn racing_calls_on_one_object_keep_every_rule() {
         // SAFETY: `out` holds the 16 bytes asked for.
         unsafe { (r.f.C_GetAttributeValue.unwrap())(h, o, a.as_mut_ptr(), 1) }
     };
-    // Runs `first` here and `second` on another thread, released together.
-    let race = |first: &dyn Fn() -> CK_RV, second: Box<dyn FnOnce(&Raw) -> CK_RV + Send>| {
-        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
-        let (r2, b2) = (r.clone(), barrier.clone());
-        let t = std::thread::spawn(move || {
-            b2.wait();
-            second(&r2)
-        });
-        barrier.wait();
-        (first(), t.join().unwrap())
-    };
     let rounds = 2000;
     let (mut revived, mut reverted, mut orphans) = (0, 0, 0);
     for _ in 0..rounds {
@@ -188,8 +192,8 @@ fn racing_calls_on_one_object_keep_every_rule() {
         assert_eq!(rv, CKR_OK);
         let (destroyed, changed) = race(
             // SAFETY: a handle of this session.
-            &|| unsafe { (r.f.C_DestroyObject.unwrap())(a, o) },
-            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut b"yy".to_vec())),
+            || unsafe { (r.f.C_DestroyObject.unwrap())(a, o) },
+            || set(b, o, CKA_LABEL, &mut b"yy".to_vec()),
         );
         assert_eq!(destroyed, CKR_OK);
         assert!(
@@ -206,8 +210,8 @@ fn racing_calls_on_one_object_keep_every_rule() {
         let (rv, o) = secret(a);
         assert_eq!(rv, CKR_OK);
         let (sensitive, labelled) = race(
-            &|| set(&r, a, o, CKA_SENSITIVE, &mut [1]),
-            Box::new(move |r| set(r, b, o, CKA_LABEL, &mut b"yy".to_vec())),
+            || set(a, o, CKA_SENSITIVE, &mut [1]),
+            || set(b, o, CKA_LABEL, &mut b"yy".to_vec()),
         );
         assert_eq!((sensitive, labelled), (CKR_OK, CKR_OK));
         if value(a, o) != CKR_ATTRIBUTE_SENSITIVE {
@@ -217,25 +221,11 @@ fn racing_calls_on_one_object_keep_every_rule() {
         unsafe { (r.f.C_DestroyObject.unwrap())(a, o) };
         // A create against the close of its session: no object of the closed session stays.
         let c = open();
-        let (closed, (created, o)) = {
-            let mut made = (0, 0);
-            let closed = {
-                let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
-                let b2 = barrier.clone();
-                std::thread::scope(|sc| {
-                    let t = sc.spawn(|| {
-                        b2.wait();
-                        secret(c)
-                    });
-                    barrier.wait();
-                    // SAFETY: closes a session this test opened.
-                    let rv = unsafe { (r.f.C_CloseSession.unwrap())(c) };
-                    made = t.join().unwrap();
-                    rv
-                })
-            };
-            (closed, made)
-        };
+        let (closed, (created, o)) = race(
+            // SAFETY: closes a session this test opened.
+            || unsafe { (r.f.C_CloseSession.unwrap())(c) },
+            || secret(c),
+        );
         assert_eq!(closed, CKR_OK);
         if created == CKR_OK && value(a, o) != CKR_OBJECT_HANDLE_INVALID {
             orphans += 1;

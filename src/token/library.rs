@@ -221,9 +221,7 @@ impl Library {
         };
         token.drop_session_objects(handle);
         if self.sessions_of(token.slot_id).is_empty() && token.login_state() != LoginState::Public {
-            token.set_login_state(LoginState::Public);
-            self.store.logout(token.slot_id);
-            token.logged_out();
+            token.log_out();
         }
         Ok(())
     }
@@ -288,9 +286,7 @@ impl Library {
         if token.login_state() == LoginState::Public {
             return fail(CKR_USER_NOT_LOGGED_IN);
         }
-        token.set_login_state(LoginState::Public);
-        self.store.logout(token.slot_id);
-        token.logged_out();
+        token.log_out();
         // Operations on private keys cannot go on without a login.
         for e in self.sessions_of(token.slot_id) {
             let mut s = e.session.lock();

@@ -154,7 +154,7 @@ impl Token {
         self.login_state() == LoginState::User
     }
 
-    /// Drops every cached token object (re-initialisation).
+    /// Drops every cached token object (re-initialisation, logout).
     pub fn clear_cache(&self) {
         self.cache.clear();
     }
@@ -335,14 +335,16 @@ impl Token {
         self.session_objects.retain(|_, o| o.owner != Some(session));
     }
 
-    /// What a logout ends: every private session object (PKCS#11 destroys the application's
-    /// private session objects, and their handles stay invalid after a later login), and the
-    /// token objects this process unsealed (their key material is dropped and zeroized, not
-    /// kept until the next login).
-    pub fn logged_out(&self) {
+    /// Ends this application's login (`C_Logout`, or the close of its last session): the store
+    /// forgets the token key, every private session object is destroyed (PKCS#11: their handles
+    /// stay invalid after a later login), and the token objects this process unsealed leave the
+    /// cache (their key material dropped and zeroized, not kept until the next login).
+    pub fn log_out(&self) {
+        self.set_login_state(LoginState::Public);
+        self.store.logout(self.slot_id);
         let _writes = self.object_writes.lock();
         self.session_objects.retain(|_, o| !o.attrs.is_private());
-        self.cache.clear();
+        self.clear_cache();
     }
 }
 

@@ -81,7 +81,24 @@ pub struct StoredObject {
     pub id: u64,
     pub private: bool,
     pub fields: Fields,
+    /// The version a change of this object must name (`Store::update`, `destroy`).
+    pub version: u64,
+    /// Its record's tag was checked under the token key and it is the token's current copy.
+    /// False for public objects read without a login and for public objects written without
+    /// one: their attributes grant no right (`token::records::attributes`).
+    pub authenticated: bool,
 }
+
+/// The attributes a private record keeps in clear: what a search without a login must see to
+/// leave the object out. The token layer splits records by it; the store refuses a private
+/// record holding any other attribute in clear (a value added to the clear part is never
+/// taken for a sealed one).
+pub const PRIVATE_CLEAR: &[u64] = &[CKA_CLASS, CKA_TOKEN, CKA_PRIVATE];
+
+/// The return value of a change whose object changed (in any process or host) since the
+/// caller read it: the caller reads it again, checks the change again, and retries. Never
+/// returned to an application (`token::slot`).
+pub const CKR_CHANGED_MEANWHILE: CK_RV = CKR_VENDOR_DEFINED | 0x6368_6764;
 
 /// A search result: an object read and opened, or only the id of one the caller holds
 /// unchanged already (`Store::search`'s `known`), which is not opened again.
@@ -142,10 +159,14 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<Found>>;
     /// One object; `None` when it does not exist or is private and no login opened the token.
     fn load(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<Option<StoredObject>>;
-    /// Stores new objects in one transaction (a key pair is both keys or neither).
-    fn create(&self, slot_id: CK_SLOT_ID, objects: &[ObjectRecord]) -> Result<Vec<u64>>;
-    fn update(&self, slot_id: CK_SLOT_ID, id: u64, record: &ObjectRecord) -> Result<()>;
-    fn destroy(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<()>;
+    /// Stores new objects in one transaction (a key pair is both keys or neither), if every
+    /// object `unchanged` names (id, version) is still at that version (the source of a copy);
+    /// `CKR_CHANGED_MEANWHILE` otherwise.
+    fn create(&self, slot_id: CK_SLOT_ID, objects: &[ObjectRecord], unchanged: &[(u64, u64)]) -> Result<Vec<u64>>;
+    /// Replaces an object read at `version`; `CKR_CHANGED_MEANWHILE` when it changed since.
+    fn update(&self, slot_id: CK_SLOT_ID, id: u64, version: u64, record: &ObjectRecord) -> Result<()>;
+    /// Destroys an object read at `version`; `CKR_CHANGED_MEANWHILE` when it changed since.
+    fn destroy(&self, slot_id: CK_SLOT_ID, id: u64, version: u64) -> Result<()>;
     /// A number that changes whenever any object of the token changes, in any process.
     fn generation(&self, slot_id: CK_SLOT_ID) -> Result<u64>;
 }

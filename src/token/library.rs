@@ -274,6 +274,9 @@ impl Library {
                     log::warn!("login to slot {} as {:?} refused: {e}", token.slot_id, owner);
                 })?;
                 token.set_login_state(state);
+                // Objects read before the login were not authenticated (no key to check their
+                // tags): they are read again, checked.
+                token.clear_cache();
                 Ok(())
             }
             _ => fail(CKR_USER_TYPE_INVALID),

@@ -16,6 +16,9 @@ pub struct Object {
     pub attrs: Attributes,
     /// The session that owns a session object; `None` for token objects.
     pub owner: Option<CK_SESSION_HANDLE>,
+    /// The store version of a token object as read (`Store::update` names it); 0 for session
+    /// objects.
+    pub version: u64,
     private: OnceCell<UsableKey>,
     public: OnceCell<UsableKey>,
 }
@@ -26,6 +29,7 @@ impl Object {
             handle,
             attrs,
             owner,
+            version: 0,
             private: OnceCell::new(),
             public: OnceCell::new(),
         }

@@ -34,7 +34,18 @@ impl Library {
 
     /// Stores completed new objects and returns their handles; the token objects among them
     /// are written in one transaction.
-    fn add_objects(&self, session: &Session, mut objects: Vec<Attributes>) -> Result<Vec<CK_OBJECT_HANDLE>> {
+    fn add_objects(&self, session: &Session, objects: Vec<Attributes>) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        self.add_objects_from(session, objects, None)
+    }
+
+    /// `add_objects`, for a copy: the token objects are stored only if `source` is still as
+    /// it was read.
+    fn add_objects_from(
+        &self,
+        session: &Session,
+        mut objects: Vec<Attributes>,
+        source: Option<&Object>,
+    ) -> Result<Vec<CK_OBJECT_HANDLE>> {
         if session.closed {
             return fail_because(CKR_SESSION_CLOSED, "the session was closed while the call ran");
         }
@@ -50,7 +61,7 @@ impl Library {
         let stored = if token_objects.is_empty() {
             vec![]
         } else {
-            session.token.store_objects(&token_objects)?
+            session.token.store_objects(&token_objects, source)?
         };
         let mut stored = stored.into_iter();
         let mut handles = Vec::with_capacity(objects.len());
@@ -97,24 +108,29 @@ impl Library {
     ) -> Result<CK_OBJECT_HANDLE> {
         let session = self.session(h)?;
         let s = session.lock();
-        let obj = s.token.object(handle)?;
-        let so = s.token.login_state() == LoginState::So;
-        let attrs = policy::copy_attributes(&obj.attrs, template.attrs(), so)?;
-        self.add_object(&s, attrs)
+        // The source is read, checked and copied only as it still is in the store.
+        s.token.until_unchanged(|| {
+            let obj = s.token.object(handle)?;
+            let so = s.token.login_state() == LoginState::So;
+            let attrs = policy::copy_attributes(&obj.attrs, template.attrs(), so)?;
+            Ok(self.add_objects_from(&s, vec![attrs], Some(&obj))?[0])
+        })
     }
 
     pub fn destroy_object(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE) -> Result<()> {
         let session = self.session(h)?;
         let s = session.lock();
         let _writes = s.token.object_writes.lock();
-        let obj = s.token.object(handle)?;
-        if obj.attrs.is_token() && !s.rw {
-            return fail(CKR_SESSION_READ_ONLY);
-        }
-        if !obj.attrs.bool_or(CKA_DESTROYABLE, true) {
-            return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_DESTROYABLE false");
-        }
-        s.token.destroy_object(&obj)
+        s.token.until_unchanged(|| {
+            let obj = s.token.object(handle)?;
+            if obj.attrs.is_token() && !s.rw {
+                return fail(CKR_SESSION_READ_ONLY);
+            }
+            if !obj.attrs.bool_or(CKA_DESTROYABLE, true) {
+                return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_DESTROYABLE false");
+            }
+            s.token.destroy_object(&obj)
+        })
     }
 
     pub fn object(&self, h: CK_SESSION_HANDLE, handle: CK_OBJECT_HANDLE) -> Result<Arc<Object>> {
@@ -135,23 +151,27 @@ impl Library {
     ) -> Result<()> {
         let session = self.session(h)?;
         let s = session.lock();
-        // The object is read, checked and written back under the token's write lock.
+        // The object is read, checked and written back under the token's write lock (other
+        // threads of this process), and only over the version read (other processes and
+        // hosts): a change made meanwhile is read and checked again, never written over.
         let _writes = s.token.object_writes.lock();
-        let obj = s.token.object(handle)?;
-        if obj.attrs.is_token() && !s.rw {
-            return fail(CKR_SESSION_READ_ONLY);
-        }
-        if !obj.attrs.bool_or(CKA_MODIFIABLE, true) {
-            return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_MODIFIABLE false");
-        }
-        let so = s.token.login_state() == LoginState::So;
-        let mut attrs = obj.attrs.clone();
-        for (t, v) in template.attrs().iter() {
-            policy::check_change(&obj.attrs, t, v, Change::Set, so)?;
-            attrs.set(t, v.to_vec());
-        }
-        policy::check_invariants(&attrs)?;
-        s.token.update_object(&obj, attrs)
+        s.token.until_unchanged(|| {
+            let obj = s.token.object(handle)?;
+            if obj.attrs.is_token() && !s.rw {
+                return fail(CKR_SESSION_READ_ONLY);
+            }
+            if !obj.attrs.bool_or(CKA_MODIFIABLE, true) {
+                return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_MODIFIABLE false");
+            }
+            let so = s.token.login_state() == LoginState::So;
+            let mut attrs = obj.attrs.clone();
+            for (t, v) in template.attrs().iter() {
+                policy::check_change(&obj.attrs, t, v, Change::Set, so)?;
+                attrs.set(t, v.to_vec());
+            }
+            policy::check_invariants(&attrs)?;
+            s.token.update_object(&obj, attrs)
+        })
     }
 
     pub fn find_init(&self, h: CK_SESSION_HANDLE, template: Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>) -> Result<()> {

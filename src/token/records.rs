@@ -4,14 +4,15 @@
 
 use super::attributes::Attributes;
 use super::policy;
-use crate::store::{Fields, Index, ObjectRecord, StoredObject};
+use crate::store::{Fields, Index, ObjectRecord, StoredObject, PRIVATE_CLEAR};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
 /// Stored in clear even on private objects: what a search without a login must see to leave
-/// the object out, and nothing an attacker could learn from.
+/// the object out, and nothing an attacker could learn from (the store's `PRIVATE_CLEAR`,
+/// which it holds private records to).
 fn always_clear(t: CK_ATTRIBUTE_TYPE) -> bool {
-    matches!(t, CKA_CLASS | CKA_TOKEN | CKA_PRIVATE)
+    PRIVATE_CLEAR.contains(&t)
 }
 
 /// Sealed even on public objects: key material, as if the object were sensitive (a public
@@ -66,11 +67,17 @@ pub fn query(template: &[(CK_ATTRIBUTE_TYPE, Vec<u8>)]) -> Index {
     }
 }
 
-/// The attributes of a stored object.
+/// The attributes of a stored object. An object whose record was not authenticated (read
+/// without a login, or written without one) grants no right: `CKA_TRUSTED` reads false on
+/// it, so it is never a trusted wrapping key, whatever its record says. Such an object is
+/// what anyone could have made through a session without a login.
 pub fn attributes(object: StoredObject) -> Attributes {
     let mut a = Attributes::new();
     for (t, v) in object.fields {
         a.set_zeroizing(t, v);
+    }
+    if !object.authenticated && a.bool_or(CKA_TRUSTED, false) {
+        a.set_bool(CKA_TRUSTED, false);
     }
     a
 }

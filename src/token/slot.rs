@@ -12,7 +12,7 @@ use super::object::Object;
 use super::policy;
 use super::records;
 use crate::error::{fail, Error, Result};
-use crate::store::{Found, Store, TokenRecord};
+use crate::store::{Found, Store, TokenRecord, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
@@ -181,27 +181,40 @@ impl Token {
         }
         // Another change happened since: reload, and keep the prepared object when the
         // attributes are unchanged so a busy signer does not re-prepare its keys.
-        let attrs = match self.store.load(self.slot_id, handle)? {
-            Some(o) => records::attributes(o),
-            None => {
+        let (attrs, version) = match self.store.load(self.slot_id, handle) {
+            Ok(Some(o)) => {
+                let version = o.version;
+                (records::attributes(o), version)
+            }
+            Ok(None) => {
                 self.cache.remove(&handle);
                 return fail(CKR_OBJECT_HANDLE_INVALID);
             }
+            Err(e) => {
+                // A record that is damaged or not the token's current one is not used: its
+                // handle is invalid (the store logged why).
+                self.cache.remove(&handle);
+                return Err(if e.rv() == CKR_DEVICE_ERROR { Error(CKR_OBJECT_HANDLE_INVALID) } else { e });
+            }
         };
-        Ok(self.remember(handle, attrs, generation))
+        Ok(self.remember(handle, attrs, version, generation))
     }
 
     /// Caches a token object read at `generation`, keeping the prepared object when the
-    /// attributes are unchanged so a busy signer does not re-prepare its keys.
-    fn remember(&self, handle: CK_OBJECT_HANDLE, attrs: Attributes, generation: u64) -> Arc<Object> {
+    /// attributes and version are unchanged so a busy signer does not re-prepare its keys.
+    fn remember(&self, handle: CK_OBJECT_HANDLE, attrs: Attributes, version: u64, generation: u64) -> Arc<Object> {
         let obj = match self.cache.peek(&handle) {
-            Some((cached, seen)) if cached.attrs == attrs => {
+            Some((cached, seen)) if cached.attrs == attrs && cached.version == version => {
                 if seen == generation {
                     return cached;
                 }
                 cached
             }
-            _ => Arc::new(Object::new(handle, attrs, None)),
+            _ => {
+                let mut o = Object::new(handle, attrs, None);
+                o.version = version;
+                Arc::new(o)
+            }
         };
         self.cache.insert(handle, (obj.clone(), generation));
         obj
@@ -270,12 +283,12 @@ impl Token {
                         },
                     },
                     Found::Read(o) => {
-                        let handle = o.id;
+                        let (handle, version) = (o.id, o.version);
                         let attrs = records::attributes(o);
                         if !policy::search_matches(&attrs, template) {
                             continue;
                         }
-                        self.remember(handle, attrs, generation);
+                        self.remember(handle, attrs, version, generation);
                         (handle, true)
                     }
                 };
@@ -299,24 +312,43 @@ impl Token {
         Ok((out, generation))
     }
 
-    pub fn store_objects(&self, objects: &[&Attributes]) -> Result<Vec<CK_OBJECT_HANDLE>> {
+    /// Stores new token objects in one transaction; with `source` (a copy's), only if that
+    /// token object is still as it was read (`CKR_CHANGED_MEANWHILE` otherwise).
+    pub fn store_objects(&self, objects: &[&Attributes], source: Option<&Object>) -> Result<Vec<CK_OBJECT_HANDLE>> {
         let records: Vec<_> = objects.iter().map(|a| records::split(a)).collect();
-        self.store.create(self.slot_id, &records)
+        let unchanged: Vec<(u64, u64)> = source
+            .filter(|o| o.owner.is_none())
+            .map(|o| (o.handle, o.version))
+            .into_iter()
+            .collect();
+        let stored = self.store.create(self.slot_id, &records, &unchanged);
+        if stored.as_ref().is_err_and(|e| e.rv() == CKR_CHANGED_MEANWHILE) {
+            // Read the source again on the next try.
+            for (h, _) in &unchanged {
+                self.cache.remove(h);
+            }
+        }
+        stored
     }
 
+    /// Replaces `obj` (as read) with `attrs`: `CKR_CHANGED_MEANWHILE` when a token object
+    /// changed in the store since it was read.
     pub fn update_object(&self, obj: &Object, attrs: Attributes) -> Result<()> {
         if obj.owner.is_some() {
             let new = Arc::new(Object::new(obj.handle, attrs, obj.owner));
             self.session_objects.insert(obj.handle, new);
             Ok(())
         } else {
-            self.store
-                .update(self.slot_id, obj.handle, &records::split(&attrs))?;
+            let done = self
+                .store
+                .update(self.slot_id, obj.handle, obj.version, &records::split(&attrs));
             self.cache.remove(&obj.handle);
-            Ok(())
+            done
         }
     }
 
+    /// Destroys `obj` (as read): `CKR_CHANGED_MEANWHILE` when a token object changed in the
+    /// store since it was read (it may have become indestructible).
     pub fn destroy_object(&self, obj: &Object) -> Result<()> {
         if obj.owner.is_some() {
             self.session_objects
@@ -325,8 +357,30 @@ impl Token {
                 .ok_or(Error(CKR_OBJECT_HANDLE_INVALID))
         } else {
             self.cache.remove(&obj.handle);
-            self.store.destroy(self.slot_id, obj.handle)
+            self.store.destroy(self.slot_id, obj.handle, obj.version)
         }
+    }
+
+    /// Runs a read-check-write of token objects (`C_SetAttributeValue`, `C_CopyObject`,
+    /// `C_DestroyObject`) until it writes over what it read: when another process or host
+    /// changed the object meanwhile, `f` runs again on the object as it is now, so its checks
+    /// see the change (a one-way flag set elsewhere stays set) and no change is lost.
+    pub fn until_unchanged<R>(&self, mut f: impl FnMut() -> Result<R>) -> Result<R> {
+        const TRIES: usize = 100;
+        for _ in 0..TRIES {
+            match f() {
+                Err(e) if e.rv() == CKR_CHANGED_MEANWHILE => {
+                    // Read it again: the generation moved, so the cache entry is stale.
+                    continue;
+                }
+                done => return done,
+            }
+        }
+        log::error!(
+            "slot {}: an object changed in the store {TRIES} times while this process tried to change it; try again",
+            self.slot_id
+        );
+        fail(CKR_FUNCTION_FAILED)
     }
 
     /// Destroys the session objects a closing session owned.
@@ -383,7 +437,7 @@ mod tests {
                 a
             })
             .collect();
-        token.store_objects(&keys.iter().collect::<Vec<_>>()).unwrap();
+        token.store_objects(&keys.iter().collect::<Vec<_>>(), None).unwrap();
         calls.reset();
         let template = vec![(CKA_LABEL, b"batch".to_vec())];
         let (found, at) = token.find(&template).unwrap();

@@ -2,7 +2,7 @@
 //! keeps the same rows as SQLite, so the sealed layer above it behaves exactly as it does on
 //! disk (logins, sealing, lockout). A transaction that fails is undone from its journal.
 
-use super::{Backend, ObjectRow, RowQuery, TokenRow, Tx};
+use super::{Backend, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::Result;
 use crate::store::MAX_OBJECT_ID;
 use cryptoki_sys::*;
@@ -158,6 +158,26 @@ impl Tx for MemTx<'_> {
         Ok(id)
     }
 
+    fn object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>> {
+        Ok(self
+            .state
+            .objects
+            .get(&id)
+            .filter(|(s, _)| *s == slot)
+            .map(|(_, r)| r.clone()))
+    }
+
+    fn objects_after(&mut self, slot: CK_SLOT_ID, after: u64, limit: usize) -> Result<Vec<ObjectRow>> {
+        Ok(self
+            .state
+            .objects
+            .range(after.saturating_add(1)..)
+            .filter(|(_, (s, _))| *s == slot)
+            .take(limit)
+            .map(|(_, (_, r))| r.clone())
+            .collect())
+    }
+
     fn put_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<bool> {
         match self.state.objects.get(&row.id) {
             Some((s, _)) if *s == slot => {
@@ -231,6 +251,19 @@ impl Backend for MemoryBackend {
             .filter(|(s, r)| *s == slot && query.matches(r))
             .map(|(_, r)| r.clone())
             .collect())
+    }
+
+    fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
+        let state = self.state.lock();
+        Ok(TagScan {
+            summary: state.tokens.get(&slot).and_then(|t| t.summary.clone()),
+            tags: state
+                .objects
+                .values()
+                .filter(|(s, _)| *s == slot)
+                .filter_map(|(_, r)| r.tag.clone().map(|t| (r.id, t)))
+                .collect(),
+        })
     }
 
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {

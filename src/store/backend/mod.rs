@@ -38,6 +38,9 @@ pub struct TokenRow {
     /// Changes whenever an object of the token changes (`Tx::bump_generation`); written by
     /// nothing else.
     pub generation: u64,
+    /// The token's authenticated summary of its object rows (`sealed::ledger`); `None` in a
+    /// store written before records were authenticated, until its first login upgrades it.
+    pub summary: Option<Vec<u8>>,
 }
 
 /// One object as a backend keeps it. `key_id` and `label` are the index columns: clear values
@@ -51,6 +54,20 @@ pub struct ObjectRow {
     pub label: Option<Vec<u8>>,
     pub clear: Vec<u8>,
     pub sealed: Vec<u8>,
+    /// The token generation of the transaction that last wrote the row: what a
+    /// compare-and-swap compares, and part of the tag.
+    pub version: u64,
+    /// The row's MAC under the token key (`sealed::tag`); `None` for a public object written
+    /// without a login, and for every row of a store not yet upgraded.
+    pub tag: Option<Vec<u8>>,
+}
+
+/// What `Backend::tags` reads in one snapshot: the token's summary and the tag of every
+/// tagged row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TagScan {
+    pub summary: Option<Vec<u8>>,
+    pub tags: Vec<(u64, Vec<u8>)>,
 }
 
 /// A search over the index columns: a row matches when every named column holds one of the
@@ -91,6 +108,10 @@ pub trait Backend: Send + Sync {
     fn object(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>>;
     /// The objects of a token matching `query`, in id order: one query.
     fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>>;
+    /// The token's summary and the (id, tag) of each of its tagged rows, read in one snapshot
+    /// (a read transaction), so the two agree whatever other writers do meanwhile; an index
+    /// scan, without the rows' values.
+    fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan>;
     /// Runs `f` as one transaction: everything it wrote is committed when it returns `Ok`,
     /// nothing when it returns an error (which `write` returns). Writers are serialised with
     /// every other writer of the store, in any process or host (SQLite: BEGIN IMMEDIATE;
@@ -126,6 +147,11 @@ pub trait Tx {
     /// holds an empty private row for it until `put_object` fills it in this transaction.
     /// Ids come first because every seal of the object names its id.
     fn new_object(&mut self, slot: CK_SLOT_ID) -> Result<u64>;
+    /// One object row, read in this transaction (what a compare-and-swap compares).
+    fn object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>>;
+    /// Up to `limit` rows of `slot` with ids above `after`, in id order (a store's upgrade
+    /// walks its rows in batches inside one transaction).
+    fn objects_after(&mut self, slot: CK_SLOT_ID, after: u64, limit: usize) -> Result<Vec<ObjectRow>>;
     /// Writes an existing row (`row.id`); whether there was one in `slot`.
     fn put_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<bool>;
     /// Writes a row with the id it has (`ferrohsm-util copy-store`: seals name their object's

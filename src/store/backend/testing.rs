@@ -1,7 +1,7 @@
 //! Backend wrappers for tests: one that counts every call by kind and can refuse writes, and
 //! one that records the token rows each committed write left behind.
 
-use super::{Backend, ObjectRow, RowQuery, TokenRow, Tx};
+use super::{Backend, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail, Result};
 use cryptoki_sys::*;
 use parking_lot::Mutex;
@@ -15,6 +15,7 @@ pub struct Calls {
     pub generation: AtomicUsize,
     pub object: AtomicUsize,
     pub find: AtomicUsize,
+    pub tags: AtomicUsize,
     pub write: AtomicUsize,
     /// While set, every write fails as an unwritable store's does.
     pub refuse_writes: AtomicBool,
@@ -25,7 +26,7 @@ pub struct Calls {
 impl Calls {
     /// Reads of any kind so far.
     pub fn reads(&self) -> usize {
-        [&self.tokens, &self.generation, &self.object, &self.find]
+        [&self.tokens, &self.generation, &self.object, &self.find, &self.tags]
             .iter()
             .map(|c| c.load(SeqCst))
             .sum()
@@ -37,6 +38,7 @@ impl Calls {
             &self.generation,
             &self.object,
             &self.find,
+            &self.tags,
             &self.write,
         ] {
             c.store(0, SeqCst);
@@ -86,6 +88,11 @@ impl<B: Backend> Backend for Probe<B> {
     fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
         self.calls.find.fetch_add(1, SeqCst);
         self.inner.find(slot, query)
+    }
+
+    fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
+        self.calls.tags.fetch_add(1, SeqCst);
+        self.inner.tags(slot)
     }
 
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {

@@ -1,14 +1,19 @@
 //! The sealed layer: the security of the store, implemented once over any `Backend`. It owns
 //! the token key of every token this process is logged in to, wraps it under each PIN
 //! (Argon2id, `pin`), counts PIN attempts (`lockout`), seals secret values and keeps lookup
-//! hashes of private ones (`objects`). Backends only ever see what it hands them.
+//! hashes of private ones (`objects`), authenticates every row and the token's set of rows
+//! (`ledger`), and writes rows only over the version it read (`changes`). Backends only ever
+//! see what it hands them.
 
+mod changes;
 pub mod crypt;
+mod ledger;
 pub mod lockout;
 mod objects;
 mod pin;
 
 use super::backend::{transact, Backend, PinRow, TokenRow, Tx};
+use changes::Change;
 use super::{Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
 use crate::error::{fail, fail_because, Error, Result};
 use crypt::{KdfParams, Key};
@@ -23,8 +28,8 @@ pub struct Sealed {
     kdf: KdfParams,
     /// The failure limit of tokens this process creates.
     max_failures: u32,
-    /// Token keys of tokens this process is logged in to, with the epoch each belongs to.
-    keys: Mutex<HashMap<CK_SLOT_ID, (u64, Key)>>,
+    /// Tokens this process is logged in to: key, epoch and ledger of each.
+    keys: Mutex<HashMap<CK_SLOT_ID, Arc<Unlocked>>>,
     /// Logins after the first one skip the KDF (GnuTLS logs in once per object it lists).
     pins: pin::PinKeyCache,
     /// One lock per (slot, SO?) PIN: checks of one PIN in this process take turns.
@@ -35,6 +40,30 @@ pub struct Sealed {
 
 /// Held while this process checks one PIN (`Sealed::check_pin`).
 type PinTurn = Arc<Mutex<()>>;
+
+/// A token this process holds the key of: the key, the epoch it belongs to, the keys derived
+/// from it for the records' tags, and the ledger of the token's rows.
+pub(super) struct Unlocked {
+    epoch: u64,
+    key: Key,
+    records: ledger::RecordKeys,
+    ledger: Mutex<ledger::Ledger>,
+}
+
+impl Unlocked {
+    fn new(epoch: u64, key: Key) -> Self {
+        Unlocked {
+            epoch,
+            records: ledger::RecordKeys::new(&key),
+            key,
+            ledger: Mutex::new(ledger::Ledger::default()),
+        }
+    }
+}
+
+/// How many times a read rereads the ledger while other writers keep changing the rows it
+/// reads, before it gives up on them.
+const MAX_REREADS: usize = 3;
 
 /// `pin.attempt_timeout_s` by default: far longer than any PIN check takes.
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -100,32 +129,36 @@ impl Sealed {
         self.backend.location()
     }
 
-    fn token_key(&self, slot: CK_SLOT_ID) -> Option<Key> {
-        self.keys.lock().get(&slot).map(|(_, k)| k.clone())
+    fn unlocked(&self, slot: CK_SLOT_ID) -> Option<Arc<Unlocked>> {
+        self.keys.lock().get(&slot).cloned()
     }
 
-    /// Inside a write transaction: the token key this process holds for `slot`, if it still
-    /// belongs to the token in the store. After another process re-initialised the token the
-    /// old key is dropped and the write refused, so nothing is ever sealed under a key the
-    /// token no longer has.
-    fn current_key(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID) -> Result<Option<Key>> {
-        let Some((epoch, key)) = self.keys.lock().get(&slot).cloned() else {
-            return Ok(None);
-        };
+    fn token_key(&self, slot: CK_SLOT_ID) -> Option<Key> {
+        self.unlocked(slot).map(|u| u.key.clone())
+    }
+
+    /// Inside a write transaction: the token this process holds the key of, if the key still
+    /// belongs to the token in the store, with the token row read (and locked) in the
+    /// transaction. After another process re-initialised the token the old key is dropped and
+    /// the write refused, so nothing is ever sealed under a key the token no longer has.
+    fn current(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID) -> Result<(Option<Arc<Unlocked>>, TokenRow)> {
         let Some(row) = tx.token(slot)? else {
             return fail(CKR_TOKEN_NOT_RECOGNIZED);
         };
-        if row.epoch != epoch {
-            self.forget_epoch(slot, epoch);
+        let Some(u) = self.unlocked(slot) else {
+            return Ok((None, row));
+        };
+        if row.epoch != u.epoch {
+            self.forget_epoch(slot, u.epoch);
             return fail(CKR_USER_NOT_LOGGED_IN);
         }
-        Ok(Some(key))
+        Ok((Some(u), row))
     }
 
     /// Drops the key of `slot` if it belongs to `epoch` (the token was re-initialised since).
     fn forget_epoch(&self, slot: CK_SLOT_ID, epoch: u64) {
         let mut keys = self.keys.lock();
-        if keys.get(&slot).is_some_and(|(e, _)| *e == epoch) {
+        if keys.get(&slot).is_some_and(|u| u.epoch == epoch) {
             keys.remove(&slot);
             log::warn!("slot {slot}: the token was re-initialised by another process; log in again");
         }
@@ -154,12 +187,27 @@ impl Sealed {
             let mut row = new_row(slot, label, serial.to_string(), self.max_failures);
             row.so.wrap = Some(self.wrap(&token_key, slot, PinOwner::So, so_pin).0);
             row.user.wrap = user_pin.map(|p| self.wrap(&token_key, slot, PinOwner::User, p).0);
+            let u = Unlocked::new(row.epoch, token_key.clone());
+            row.summary = Some(self.empty_summary(slot, &u));
             tx.insert_token(&row)?;
+            // A new token starts at generation 1: its first change is version 2.
+            let version = 2;
+            let mut summary = ledger::Summary {
+                generation: version,
+                ..Default::default()
+            };
             for o in objects {
                 let id = tx.new_object(slot)?;
-                let encoded = self.encode(slot, id, o, Some(&token_key))?;
+                let mut encoded = self.encode(slot, id, o, Some(&token_key))?;
+                self.tag_new(slot, &u, &mut encoded, version, &mut summary);
                 tx.put_object(slot, &encoded)?;
             }
+            let Some(mut row) = tx.token(slot)? else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            row.summary = Some(summary.seal(&u.records, slot, u.epoch));
+            tx.update_token(&row)?;
+            tx.bump_generation(slot)?;
             Ok(slot)
         })
     }
@@ -222,6 +270,7 @@ impl Store for Sealed {
             };
             row.so.wrap = Some(so_wrap.clone());
             row.user.wrap = user_wrap.clone();
+            row.summary = Some(self.empty_summary(slot, &Unlocked::new(row.epoch, token_key.clone())));
             if exists {
                 tx.update_token(&row)?;
             } else {
@@ -239,7 +288,24 @@ impl Store for Sealed {
 
     fn login(&self, slot: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
         let (key, epoch) = self.check_pin(slot, who, pin)?;
-        self.keys.lock().insert(slot, (epoch, key));
+        if let Some(u) = self.unlocked(slot).filter(|u| u.epoch == epoch) {
+            // Logged in already (a context-specific login): the ledger stays.
+            if bool::from(subtle::ConstantTimeEq::ct_eq(&u.key[..], &key[..])) {
+                return Ok(());
+            }
+        }
+        let u = Arc::new(Unlocked::new(epoch, key));
+        // A store written before records were authenticated is upgraded at its first login;
+        // then the ledger must add up to the token's summary, or nothing is used.
+        let mut scan = self.backend.tags(slot)?;
+        if scan.summary.is_none() {
+            self.upgrade(slot, &u)?;
+            scan = self.backend.tags(slot)?;
+        }
+        if !self.check_ledger(slot, &u, scan) {
+            return fail(CKR_DEVICE_ERROR);
+        }
+        self.keys.lock().insert(slot, u);
         Ok(())
     }
 
@@ -251,10 +317,7 @@ impl Store for Sealed {
         let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
         let (wrap, pin_key) = self.wrap(&token_key, slot, PinOwner::User, pin);
         transact(&*self.backend, |tx| {
-            self.current_key(tx, slot)?;
-            let Some(mut row) = tx.token(slot)? else {
-                return fail(CKR_TOKEN_NOT_RECOGNIZED);
-            };
+            let (_, mut row) = self.current(tx, slot)?;
             row.user.wrap = Some(wrap.clone());
             // A new PIN starts a new count; the ticket counter keeps growing.
             row.user.counter.restart();
@@ -292,63 +355,77 @@ impl Store for Sealed {
         with_private: bool,
         known: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Found>> {
-        let key = if with_private { self.token_key(slot) } else { None };
-        let rows = self
-            .backend
-            .find(slot, &objects::row_query(query, key.as_ref()))?;
-        // A damaged record is reported (in decode) and left out; the search goes on.
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| {
+        let u = self.unlocked(slot);
+        let key = if with_private { u.as_ref().map(|u| u.key.clone()) } else { None };
+        let row_query = objects::row_query(query, key.as_ref());
+        let mut rows = self.backend.find(slot, &row_query)?;
+        let mut out = Vec::with_capacity(rows.len());
+        // Rows another process changed since the ledger was read miss it once: the ledger is
+        // read again and the search made again (a few times at most while writers keep
+        // changing them). A damaged record is reported (in `read`) and left out.
+        for attempt in 0.. {
+            let mut differs = false;
+            out.clear();
+            for r in &rows {
                 if known(r.id) {
-                    return Some(Found::Known(r.id));
+                    out.push(Found::Known(r.id));
+                    continue;
                 }
-                self.decode(slot, r, key.as_ref()).ok().flatten().map(Found::Read)
-            })
-            .collect())
+                match self.read(slot, r, u.as_deref()) {
+                    Ok(objects::Read::Object(o)) => out.push(Found::Read(o)),
+                    Ok(objects::Read::Differs) => differs = true,
+                    Ok(objects::Read::Hidden) | Err(_) => {}
+                }
+            }
+            let Some(u) = u.as_deref().filter(|_| differs) else { break };
+            if attempt == MAX_REREADS || !self.reread_ledger(slot, u)? {
+                log::error!(
+                    "token store {}: slot {slot}: records that do not match the token's ledger were left out of a search",
+                    self.backend.location()
+                );
+                break;
+            }
+            rows = self.backend.find(slot, &row_query)?;
+        }
+        Ok(out)
     }
 
     fn load(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<StoredObject>> {
-        match self.backend.object(slot, id)? {
-            Some(row) => self.decode(slot, row, self.token_key(slot).as_ref()),
-            None => Ok(None),
+        let u = self.unlocked(slot);
+        for attempt in 0.. {
+            let Some(row) = self.backend.object(slot, id)? else {
+                return Ok(None);
+            };
+            match self.read(slot, &row, u.as_deref())? {
+                objects::Read::Object(o) => return Ok(Some(o)),
+                objects::Read::Hidden => return Ok(None),
+                objects::Read::Differs => {}
+            }
+            let Some(u) = u.as_deref() else { break };
+            if attempt == MAX_REREADS || !self.reread_ledger(slot, u)? {
+                break;
+            }
         }
+        Err(self.damaged(slot, id, "it is not the token's current record"))
     }
 
-    fn create(&self, slot: CK_SLOT_ID, objects: &[ObjectRecord]) -> Result<Vec<u64>> {
-        transact(&*self.backend, |tx| {
-            let key = self.current_key(tx, slot)?;
-            let mut ids = Vec::with_capacity(objects.len());
-            for o in objects {
-                // The id is part of every seal's associated data, so sealing follows it.
-                let id = tx.new_object(slot)?;
-                let row = self.encode(slot, id, o, key.as_ref())?;
-                tx.put_object(slot, &row)?;
-                ids.push(id);
-            }
-            tx.bump_generation(slot)?;
-            Ok(ids)
-        })
+    fn create(&self, slot: CK_SLOT_ID, objects: &[ObjectRecord], unchanged: &[(u64, u64)]) -> Result<Vec<u64>> {
+        let changes: Vec<Change> = unchanged
+            .iter()
+            .map(|&(id, version)| Change::Unchanged { id, version })
+            .chain(objects.iter().map(Change::Create))
+            .collect();
+        self.write_changes(slot, &changes)
     }
 
-    fn update(&self, slot: CK_SLOT_ID, id: u64, record: &ObjectRecord) -> Result<()> {
-        transact(&*self.backend, |tx| {
-            let key = self.current_key(tx, slot)?;
-            let row = self.encode(slot, id, record, key.as_ref())?;
-            if !tx.put_object(slot, &row)? {
-                return fail(CKR_OBJECT_HANDLE_INVALID);
-            }
-            tx.bump_generation(slot)
-        })
+    fn update(&self, slot: CK_SLOT_ID, id: u64, version: u64, record: &ObjectRecord) -> Result<()> {
+        self.write_changes(slot, &[Change::Update { id, version, record }])
+            .map(drop)
     }
 
-    fn destroy(&self, slot: CK_SLOT_ID, id: u64) -> Result<()> {
-        transact(&*self.backend, |tx| {
-            if !tx.delete_object(slot, id)? {
-                return fail(CKR_OBJECT_HANDLE_INVALID);
-            }
-            tx.bump_generation(slot)
-        })
+    fn destroy(&self, slot: CK_SLOT_ID, id: u64, version: u64) -> Result<()> {
+        self.write_changes(slot, &[Change::Destroy { id, version }])
+            .map(drop)
     }
 
     fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {

@@ -4,10 +4,11 @@
 //! (type u64, length u32, value)*, little endian.
 
 use super::crypt::{self, Key};
-use super::Sealed;
+use super::ledger::Standing;
+use super::{Sealed, Unlocked};
 use crate::error::{Error, Result};
 use crate::store::backend::{ObjectRow, RowQuery};
-use crate::store::{Fields, Index, ObjectRecord, StoredObject};
+use crate::store::{Fields, Index, ObjectRecord, StoredObject, PRIVATE_CLEAR};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
@@ -108,31 +109,51 @@ impl Sealed {
             label: lookup(LABEL_TAG, &record.index.label),
             clear: to_bytes(record.clear.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec(),
             sealed: to_bytes(sealed.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec(),
+            version: 0,
+            tag: None,
         })
     }
 
+    /// The error of a row that cannot be used, with the log line naming it.
+    pub(super) fn damaged(&self, slot: CK_SLOT_ID, id: u64, what: &str) -> Error {
+        log::error!(
+            "token store {}: object {id} of slot {slot}: {what}; the record is damaged or was altered, and is not used",
+            self.backend.location()
+        );
+        Error(CKR_DEVICE_ERROR)
+    }
+
     /// Opens a row: `None` when it is private and `key` is missing; an error (logged) when it
-    /// is damaged or was altered.
+    /// is damaged or was altered. Checks the record's shape (each attribute once; a private
+    /// record keeps only `PRIVATE_CLEAR` in clear) and opens its sealed values; the tag is
+    /// the caller's (`read`). `authenticated` is what the caller established.
     pub(super) fn decode(
         &self,
         slot: CK_SLOT_ID,
-        row: ObjectRow,
+        row: &ObjectRow,
         key: Option<&Key>,
+        authenticated: bool,
     ) -> Result<Option<StoredObject>> {
         let id = row.id;
-        let damaged = |what: &str| {
-            log::error!(
-                "token store {}: object {id} of slot {slot}: {what}; the record is damaged or was altered",
-                self.backend.location()
-            );
-            Error(CKR_DEVICE_ERROR)
-        };
-        let mut fields = from_bytes(&row.clear).ok_or_else(|| damaged("clear attributes unreadable"))?;
-        let sealed = from_bytes(&row.sealed).ok_or_else(|| damaged("sealed attributes unreadable"))?;
+        let mut fields = from_bytes(&row.clear).ok_or_else(|| self.damaged(slot, id, "clear attributes unreadable"))?;
+        let sealed = from_bytes(&row.sealed).ok_or_else(|| self.damaged(slot, id, "sealed attributes unreadable"))?;
+        if let Some((t, _)) = row
+            .private
+            .then(|| fields.iter().find(|(t, _)| !PRIVATE_CLEAR.contains(t)))
+            .flatten()
+        {
+            return Err(self.damaged(slot, id, &format!("private record holds attribute 0x{t:x} in clear")));
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some((t, _)) = fields.iter().chain(&sealed).find(|(t, _)| !seen.insert(*t)) {
+            return Err(self.damaged(slot, id, &format!("attribute 0x{t:x} is stored twice")));
+        }
         let object = |fields| StoredObject {
             id,
             private: row.private,
             fields,
+            version: row.version,
+            authenticated,
         };
         if sealed.is_empty() {
             return Ok(Some(object(fields)));
@@ -148,9 +169,47 @@ impl Sealed {
         for (t, v) in sealed {
             let plain = cipher
                 .open(&v, &attr_aad(slot, id, t))
-                .ok_or_else(|| damaged(&format!("attribute 0x{t:x} fails authentication")))?;
+                .ok_or_else(|| self.damaged(slot, id, &format!("attribute 0x{t:x} fails authentication")))?;
             fields.push((t, plain));
         }
         Ok(Some(object(fields)))
     }
+
+    /// A row read from the store, as this process may use it. With the token key (`u`): the
+    /// tag must verify (else an error, logged), and the row must be the ledger's
+    /// (`Read::Differs` otherwise, for the caller to read the ledger again); an untagged row
+    /// is used only when it is public and holds nothing sealed, as an unauthenticated object.
+    /// Without the key: private rows are hidden, public ones read unchecked.
+    pub(super) fn read(&self, slot: CK_SLOT_ID, row: &ObjectRow, u: Option<&Unlocked>) -> Result<Read> {
+        let Some(u) = u else {
+            return Ok(match self.decode(slot, row, None, false)? {
+                Some(o) => Read::Object(o),
+                None => Read::Hidden,
+            });
+        };
+        if row.tag.is_some() && !u.records.verify(slot, row) {
+            return Err(self.damaged(slot, row.id, "its tag does not match its contents"));
+        }
+        let authenticated = match u.ledger.lock().standing(row) {
+            Standing::Current => true,
+            Standing::Differs => return Ok(Read::Differs),
+            Standing::Unauthenticated if row.private || !row.sealed.is_empty() => {
+                return Err(self.damaged(slot, row.id, "it has no tag"));
+            }
+            Standing::Unauthenticated => false,
+        };
+        Ok(match self.decode(slot, row, Some(&u.key), authenticated)? {
+            Some(o) => Read::Object(o),
+            None => Read::Hidden,
+        })
+    }
+}
+
+/// What `Sealed::read` made of a row.
+pub(super) enum Read {
+    Object(StoredObject),
+    /// Private, and this process holds no key.
+    Hidden,
+    /// Not the row the ledger holds for its id.
+    Differs,
 }

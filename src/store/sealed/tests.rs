@@ -143,14 +143,14 @@ fn private_records_need_a_login_and_logout_forgets_the_key() {
         let s = &c.store;
         s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
         assert_eq!(
-            rv(s.create(0, &[private_key(b"k1", b"zsk")])),
+            rv(s.create(0, &[private_key(b"k1", b"zsk")], &[])),
             CKR_USER_NOT_LOGGED_IN,
             "{}",
             c.name
         );
-        let public = s.create(0, &[public_data(b"readme")]).unwrap()[0];
+        let public = s.create(0, &[public_data(b"readme")], &[]).unwrap()[0];
         s.login(0, PinOwner::User, USER).unwrap();
-        let id = s.create(0, &[private_key(b"k1", b"zsk")]).unwrap()[0];
+        let id = s.create(0, &[private_key(b"k1", b"zsk")], &[]).unwrap()[0];
         let found = s.find(0, &by_label(b"zsk"), true).unwrap();
         assert_eq!(found.len(), 1, "{}", c.name);
         assert_eq!(value(&found[0], CKA_PRIME_1), Some(&b"prime-one-secret-0001"[..]));
@@ -163,7 +163,7 @@ fn private_records_need_a_login_and_logout_forgets_the_key() {
         );
         assert!(s.load(0, id).unwrap().is_none(), "{}", c.name);
         assert_eq!(
-            rv(s.update(0, id, &private_key(b"k1", b"x"))),
+            rv(s.update(0, id, s.load(0, id).map_or(0, |o| o.map_or(0, |o| o.version)), &private_key(b"k1", b"x"))),
             CKR_USER_NOT_LOGGED_IN
         );
         // ...the public one is.
@@ -412,8 +412,8 @@ fn find_is_one_backend_query_whatever_the_number_of_matches() {
         s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
         s.login(0, PinOwner::User, USER).unwrap();
         let keys: Vec<ObjectRecord> = (0..25).map(|i| private_key(&[i], b"shared")).collect();
-        s.create(0, &keys).unwrap();
-        s.create(0, &[public_data(b"shared")]).unwrap();
+        s.create(0, &keys, &[]).unwrap();
+        s.create(0, &[public_data(b"shared")], &[]).unwrap();
         c.calls.reset();
         let found = s.find(0, &by_label(b"shared"), true).unwrap();
         assert_eq!(found.len(), 26, "{}", c.name);
@@ -438,7 +438,7 @@ fn re_initialisation_drops_objects_and_the_user_pin() {
             .unwrap();
         let serial = s.tokens().unwrap()[0].serial;
         s.login(0, PinOwner::User, USER).unwrap();
-        s.create(0, &[private_key(b"k", b"l")]).unwrap();
+        s.create(0, &[private_key(b"k", b"l")], &[]).unwrap();
         let g = s.generation(0).unwrap();
         assert_eq!(rv(s.init_token(1, SO, &[b' '; 32], None).map(|_| ())), CKR_OK);
         assert_eq!(rv(s.init_token(5, SO, &[b' '; 32], None)), CKR_SLOT_ID_INVALID);
@@ -485,7 +485,7 @@ fn a_key_from_before_a_re_initialisation_elsewhere_seals_nothing() {
     for (name, a, b, _keep) in shared_pairs() {
         a.init_token(0, SO, &[b'a'; 32], Some(USER)).unwrap();
         b.login(0, PinOwner::User, USER).unwrap();
-        let old = b.create(0, &[private_key(b"old", b"old")]).unwrap()[0];
+        let old = b.create(0, &[private_key(b"old", b"old")], &[]).unwrap()[0];
         b.logout(0);
         b.login(0, PinOwner::So, SO).unwrap();
         a.init_token(0, SO, &[b'a'; 32], None).unwrap();
@@ -502,15 +502,15 @@ fn a_key_from_before_a_re_initialisation_elsewhere_seals_nothing() {
         a.logout(0);
         a.init_token(0, SO, &[b'a'; 32], Some(USER)).unwrap();
         assert_eq!(
-            rv(b.create(0, &[private_key(b"k", b"l")])),
+            rv(b.create(0, &[private_key(b"k", b"l")], &[])),
             CKR_USER_NOT_LOGGED_IN,
             "{name}: create"
         );
         b.login(0, PinOwner::User, USER).unwrap();
-        let id = b.create(0, &[private_key(b"k", b"l")]).unwrap()[0];
+        let id = b.create(0, &[private_key(b"k", b"l")], &[]).unwrap()[0];
         a.init_token(0, SO, &[b'a'; 32], Some(USER)).unwrap();
         assert_eq!(
-            rv(b.update(0, id, &private_key(b"k", b"m"))),
+            rv(b.update(0, id, 0, &private_key(b"k", b"m"))),
             CKR_USER_NOT_LOGGED_IN,
             "{name}: update"
         );
@@ -545,9 +545,9 @@ fn a_private_label_and_id_are_not_in_the_sqlite_file() {
     let s = &c.store;
     s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
     s.login(0, PinOwner::User, USER).unwrap();
-    s.create(0, &[private_key(b"private-id-9c1e", b"private-label-b7d2")])
+    s.create(0, &[private_key(b"private-id-9c1e", b"private-label-b7d2")], &[])
         .unwrap();
-    s.create(0, &[public_data(b"public-label-x5q0")]).unwrap();
+    s.create(0, &[public_data(b"public-label-x5q0")], &[]).unwrap();
     let bytes = store_bytes(c.dir.as_ref().unwrap().path());
     assert!(
         contains(&bytes, b"public-label-x5q0"),
@@ -592,7 +592,7 @@ fn a_damaged_record_is_left_out_of_searches_and_reported_on_load() {
         s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
         s.login(0, PinOwner::User, USER).unwrap();
         let ids = s
-            .create(0, &[private_key(b"a", b"same"), private_key(b"b", b"same")])
+            .create(0, &[private_key(b"a", b"same"), private_key(b"b", b"same")], &[])
             .unwrap();
         // Move b's sealed values onto a: the seals name b's id, so a fails authentication.
         let b_row = s.backend.object(0, ids[1]).unwrap().unwrap();
@@ -648,6 +648,7 @@ fn a_search_opens_only_the_records_the_caller_does_not_hold() {
                 private_key(b"b", b"same"),
                 private_key(b"c", b"same"),
             ],
+            &[],
         )
         .unwrap();
     // Alter the second record's last seal (its tag) in the file, as an attacker could.

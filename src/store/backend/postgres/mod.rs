@@ -16,7 +16,7 @@
 mod conn;
 mod schema;
 
-use super::{Backend, ObjectRow, PinRow, RowQuery, TokenRow, Tx};
+use super::{Backend, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail_because, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use conn::{Conn, Options, Pool};
@@ -54,7 +54,7 @@ pub struct PostgresBackend {
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
      user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
-     so_pending, user_pending";
+     so_pending, user_pending, summary";
 
 fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::Error> {
     let pin = |at: usize, pending: usize| -> std::result::Result<PinRow, postgres::Error> {
@@ -77,10 +77,11 @@ fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::
         max_failures: r.try_get::<_, i32>(11)? as u32,
         generation: r.try_get::<_, i64>(12)? as u64,
         epoch: r.try_get::<_, i64>(13)? as u64,
+        summary: r.try_get(16)?,
     })
 }
 
-const OBJECT_COLUMNS: &str = "id, private, class, key_id, label, clear, sealed";
+const OBJECT_COLUMNS: &str = "id, private, class, key_id, label, clear, sealed, version, tag";
 
 fn object_from_row(r: &postgres::Row) -> std::result::Result<ObjectRow, postgres::Error> {
     Ok(ObjectRow {
@@ -91,6 +92,8 @@ fn object_from_row(r: &postgres::Row) -> std::result::Result<ObjectRow, postgres
         label: r.try_get(4)?,
         clear: r.try_get(5)?,
         sealed: r.try_get(6)?,
+        version: r.try_get::<_, i64>(7)? as u64,
+        tag: r.try_get(8)?,
     })
 }
 
@@ -357,8 +360,8 @@ impl Backend for PostgresBackend {
 
     fn object(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>> {
         self.read(|c| {
-            const SQL: &str = "SELECT id, private, class, key_id, label, clear, sealed FROM objects \
-                               WHERE id = $1 AND slot_id = $2";
+            const SQL: &str = "SELECT id, private, class, key_id, label, clear, sealed, version, tag \
+                               FROM objects WHERE id = $1 AND slot_id = $2";
             let st = c.statement(SQL)?;
             c.client
                 .query_opt(&st, &[&(id as i64), &(slot as i64)])?
@@ -381,6 +384,31 @@ impl Backend for PostgresBackend {
                 .iter()
                 .map(object_from_row)
                 .collect()
+        })
+    }
+
+    fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
+        self.read(|c| {
+            // One snapshot for both reads: REPEATABLE READ.
+            let mut tx = c
+                .client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let summary: Option<Vec<u8>> = tx
+                .query_opt("SELECT summary FROM tokens WHERE slot_id = $1", &[&(slot as i64)])?
+                .and_then(|r| r.get(0));
+            let tags = tx
+                .query(
+                    "SELECT id, tag FROM objects WHERE slot_id = $1 AND tag IS NOT NULL",
+                    &[&(slot as i64)],
+                )?
+                .iter()
+                .map(|r| Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?)))
+                .collect::<std::result::Result<Vec<_>, postgres::Error>>()?;
+            tx.commit()?;
+            Ok(TagScan { summary, tags })
         })
     }
 
@@ -409,7 +437,7 @@ impl Backend for PostgresBackend {
 /// Every token row, in slot order (`TOKEN_COLUMNS`).
 const TOKENS_SQL: &str = "SELECT slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
      user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
-     so_pending, user_pending FROM tokens ORDER BY slot_id";
+     so_pending, user_pending, summary FROM tokens ORDER BY slot_id";
 
 struct PgTx<'a, 'c> {
     tx: &'a mut postgres::Transaction<'c>,
@@ -433,7 +461,7 @@ impl PgTx<'_, '_> {
             .map_err(|e| self.backend.db_err("read", &e))
     }
 
-    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 15] {
+    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 16] {
         [
             Box::new(t.slot_id as i64),
             Box::new(t.label.clone()),
@@ -450,6 +478,7 @@ impl PgTx<'_, '_> {
             Box::new(t.epoch as i64),
             Box::new(t.so.counter.pending_text()),
             Box::new(t.user.counter.pending_text()),
+            Box::new(t.summary.clone()),
         ]
     }
 }
@@ -484,8 +513,8 @@ impl Tx for PgTx<'_, '_> {
         let args: Vec<&(dyn postgres::types::ToSql + Sync)> = a.iter().map(|b| &**b).collect();
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending, summary) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
             &args,
         )
         .map(|_| ())
@@ -497,7 +526,7 @@ impl Tx for PgTx<'_, '_> {
         self.change(
             "UPDATE tokens SET label = $2, serial = $3, so_wrap = $4, so_failures = $5, so_attempts = $6, \
              so_locked = $7, user_wrap = $8, user_failures = $9, user_attempts = $10, user_locked = $11, \
-             max_failures = $12, epoch = $13, so_pending = $14, user_pending = $15 WHERE slot_id = $1",
+             max_failures = $12, epoch = $13, so_pending = $14, user_pending = $15, summary = $16 WHERE slot_id = $1",
             &args,
         )
         .map(|_| ())
@@ -530,10 +559,36 @@ impl Tx for PgTx<'_, '_> {
         Ok(id)
     }
 
+    fn object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>> {
+        let row = self.query_opt(
+            &format!("SELECT {OBJECT_COLUMNS} FROM objects WHERE id = $1 AND slot_id = $2 FOR UPDATE"),
+            &[&(id as i64), &(slot as i64)],
+        )?;
+        row.map(|r| object_from_row(&r))
+            .transpose()
+            .map_err(|e| self.backend.db_err("read", &e))
+    }
+
+    fn objects_after(&mut self, slot: CK_SLOT_ID, after: u64, limit: usize) -> Result<Vec<ObjectRow>> {
+        let rows = self
+            .tx
+            .query(
+                &format!(
+                    "SELECT {OBJECT_COLUMNS} FROM objects WHERE slot_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+                ),
+                &[&(slot as i64), &(after as i64), &(limit as i64)],
+            )
+            .map_err(|e| self.backend.db_err("read", &e))?;
+        rows.iter()
+            .map(object_from_row)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.backend.db_err("read", &e))
+    }
+
     fn put_object(&mut self, slot: CK_SLOT_ID, o: &ObjectRow) -> Result<bool> {
         let n = self.change(
-            "UPDATE objects SET private = $3, class = $4, key_id = $5, label = $6, clear = $7, sealed = $8 \
-             WHERE id = $1 AND slot_id = $2",
+            "UPDATE objects SET private = $3, class = $4, key_id = $5, label = $6, clear = $7, sealed = $8, \
+             version = $9, tag = $10 WHERE id = $1 AND slot_id = $2",
             &[
                 &(o.id as i64),
                 &(slot as i64),
@@ -543,6 +598,8 @@ impl Tx for PgTx<'_, '_> {
                 &o.label,
                 &o.clear,
                 &o.sealed,
+                &(o.version as i64),
+                &o.tag,
             ],
         )?;
         Ok(n > 0)
@@ -550,8 +607,8 @@ impl Tx for PgTx<'_, '_> {
 
     fn import_object(&mut self, slot: CK_SLOT_ID, o: &ObjectRow) -> Result<()> {
         self.change(
-            "INSERT INTO objects (id, slot_id, private, class, key_id, label, clear, sealed) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO objects (id, slot_id, private, class, key_id, label, clear, sealed, version, tag) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             &[
                 &(o.id as i64),
                 &(slot as i64),
@@ -561,6 +618,8 @@ impl Tx for PgTx<'_, '_> {
                 &o.label,
                 &o.clear,
                 &o.sealed,
+                &(o.version as i64),
+                &o.tag,
             ],
         )?;
         // New ids come after every imported one.

@@ -11,7 +11,8 @@ pub(super) const WRITE_LOCK: i64 = 0x6665_7272_6f68_736d & i64::MAX;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`; the current version is
 /// their number. Version 1 holds what SQLite's version 2 holds, version 2 what its version 3
-/// holds (the token epoch), version 3 what its version 4 holds (PIN attempts in flight).
+/// holds (the token epoch), version 3 what its version 4 holds (PIN attempts in flight), version 4
+/// what its version 5 holds (authenticated records).
 const MIGRATIONS: &[&str] = &[
     "
 CREATE TABLE ferrohsm_schema (version INTEGER NOT NULL);
@@ -50,6 +51,12 @@ ALTER TABLE tokens ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
     "
 ALTER TABLE tokens ADD COLUMN so_pending TEXT NOT NULL DEFAULT '';
 ALTER TABLE tokens ADD COLUMN user_pending TEXT NOT NULL DEFAULT '';
+",
+    "
+ALTER TABLE objects ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE objects ADD COLUMN tag BYTEA;
+ALTER TABLE tokens ADD COLUMN summary BYTEA;
+CREATE INDEX objects_tags ON objects(slot_id, id) INCLUDE (tag) WHERE tag IS NOT NULL;
 ",
 ];
 

@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-pub(super) const SCHEMA_VERSION: i64 = 4;
+pub(super) const SCHEMA_VERSION: i64 = 5;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -68,6 +68,16 @@ ALTER TABLE tokens ADD COLUMN so_pending TEXT NOT NULL DEFAULT '';
 ALTER TABLE tokens ADD COLUMN user_pending TEXT NOT NULL DEFAULT '';
 ";
 
+/// Authenticated records: each object row's version and tag, the token's summary of them
+/// (`store::sealed::ledger`), and an index the summary's check scans without the rows' values.
+/// Rows of an older store keep no tag until the token's first login upgrades them.
+pub(super) const SCHEMA_V5: &str = "
+ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE objects ADD COLUMN tag BLOB;
+ALTER TABLE tokens ADD COLUMN summary BLOB;
+CREATE INDEX objects_tags ON objects(slot_id, tag);
+";
+
 /// Brings the schema to `SCHEMA_VERSION`, in one transaction, refusing a newer one.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result<(), String> {
     let bad = |e: rusqlite::Error| {
@@ -107,6 +117,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     }
     if version < 4 {
         tx.execute_batch(SCHEMA_V4).map_err(bad)?;
+    }
+    if version < 5 {
+        tx.execute_batch(SCHEMA_V5).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(bad)?;
@@ -264,6 +277,7 @@ fn create_new(dir: &Path, path: &Path, modes: Modes) -> std::result::Result<(), 
         tx.execute_batch(SCHEMA_V2)?;
         tx.execute_batch(SCHEMA_V3)?;
         tx.execute_batch(SCHEMA_V4)?;
+        tx.execute_batch(SCHEMA_V5)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         tx.commit()?;
         c.pragma_update(None, "journal_mode", "WAL")?;

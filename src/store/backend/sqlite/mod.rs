@@ -6,7 +6,7 @@ mod file;
 
 pub use file::{DB_NAME, MARKER_NAME};
 
-use super::{Backend, ObjectRow, PinRow, RowQuery, TokenRow, Tx};
+use super::{Backend, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use cryptoki_sys::*;
@@ -26,7 +26,7 @@ pub struct SqliteBackend {
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
      user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
-     so_pending, user_pending";
+     so_pending, user_pending, summary";
 
 fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
     let pin = |at: usize, pending: usize| -> rusqlite::Result<PinRow> {
@@ -49,10 +49,11 @@ fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
         max_failures: r.get(11)?,
         generation: r.get::<_, i64>(12)? as u64,
         epoch: r.get::<_, i64>(13)? as u64,
+        summary: r.get(16)?,
     })
 }
 
-const OBJECT_COLUMNS: &str = "id, private, class, key_id, label, clear, sealed";
+const OBJECT_COLUMNS: &str = "id, private, class, key_id, label, clear, sealed, version, tag";
 
 fn object_from_row(r: &rusqlite::Row) -> rusqlite::Result<ObjectRow> {
     Ok(ObjectRow {
@@ -63,6 +64,8 @@ fn object_from_row(r: &rusqlite::Row) -> rusqlite::Result<ObjectRow> {
         label: r.get(4)?,
         clear: r.get(5)?,
         sealed: r.get(6)?,
+        version: r.get::<_, i64>(7)? as u64,
+        tag: r.get(8)?,
     })
 }
 
@@ -231,6 +234,25 @@ impl Backend for SqliteBackend {
         })
     }
 
+    fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
+        self.read(|c| {
+            // One read transaction: the summary and the tags come from the same snapshot.
+            let tx = c.unchecked_transaction()?;
+            let summary: Option<Vec<u8>> = tx
+                .prepare_cached("SELECT summary FROM tokens WHERE slot_id = ?1")?
+                .query_row(params![slot as i64], |r| r.get(0))
+                .optional()?
+                .flatten();
+            // objects_tags covers it: the rows' values are not read.
+            let tags = tx
+                .prepare_cached("SELECT id, tag FROM objects WHERE slot_id = ?1 AND tag IS NOT NULL")?
+                .query_map(params![slot as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            tx.finish()?;
+            Ok(TagScan { summary, tags })
+        })
+    }
+
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         let mut conn = self.conn.lock();
         let tx = self.begin_write(&mut conn)?;
@@ -311,8 +333,8 @@ impl Tx for SqliteTx<'_> {
     fn insert_token(&mut self, t: &TokenRow) -> Result<()> {
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending, summary) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -328,7 +350,8 @@ impl Tx for SqliteTx<'_> {
                 t.max_failures,
                 t.epoch as i64,
                 t.so.counter.pending_text(),
-                t.user.counter.pending_text()
+                t.user.counter.pending_text(),
+                t.summary
             ],
         )
         .map(|_| ())
@@ -338,7 +361,7 @@ impl Tx for SqliteTx<'_> {
         self.change(
             "UPDATE tokens SET label = ?2, serial = ?3, so_wrap = ?4, so_failures = ?5, so_attempts = ?6, \
              so_locked = ?7, user_wrap = ?8, user_failures = ?9, user_attempts = ?10, user_locked = ?11, \
-             max_failures = ?12, epoch = ?13, so_pending = ?14, user_pending = ?15 WHERE slot_id = ?1",
+             max_failures = ?12, epoch = ?13, so_pending = ?14, user_pending = ?15, summary = ?16 WHERE slot_id = ?1",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -354,7 +377,8 @@ impl Tx for SqliteTx<'_> {
                 t.max_failures,
                 t.epoch as i64,
                 t.so.counter.pending_text(),
-                t.user.counter.pending_text()
+                t.user.counter.pending_text(),
+                t.summary
             ],
         )
         .map(|_| ())
@@ -385,10 +409,31 @@ impl Tx for SqliteTx<'_> {
         Ok(id)
     }
 
+    fn object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {OBJECT_COLUMNS} FROM objects WHERE id = ?1 AND slot_id = ?2"
+            ))
+            .and_then(|mut st| st.query_row(params![id as i64, slot as i64], object_from_row).optional())
+            .map_err(|e| self.backend.read_err(e))
+    }
+
+    fn objects_after(&mut self, slot: CK_SLOT_ID, after: u64, limit: usize) -> Result<Vec<ObjectRow>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {OBJECT_COLUMNS} FROM objects WHERE slot_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+            ))
+            .and_then(|mut st| {
+                st.query_map(params![slot as i64, after as i64, limit as i64], object_from_row)?
+                    .collect()
+            })
+            .map_err(|e| self.backend.read_err(e))
+    }
+
     fn put_object(&mut self, slot: CK_SLOT_ID, o: &ObjectRow) -> Result<bool> {
         let n = self.change(
-            "UPDATE objects SET private = ?3, class = ?4, key_id = ?5, label = ?6, clear = ?7, sealed = ?8 \
-             WHERE id = ?1 AND slot_id = ?2",
+            "UPDATE objects SET private = ?3, class = ?4, key_id = ?5, label = ?6, clear = ?7, sealed = ?8, \
+             version = ?9, tag = ?10 WHERE id = ?1 AND slot_id = ?2",
             params![
                 o.id as i64,
                 slot as i64,
@@ -397,7 +442,9 @@ impl Tx for SqliteTx<'_> {
                 o.key_id,
                 o.label,
                 o.clear,
-                o.sealed
+                o.sealed,
+                o.version as i64,
+                o.tag
             ],
         )?;
         Ok(n > 0)
@@ -406,8 +453,8 @@ impl Tx for SqliteTx<'_> {
     fn import_object(&mut self, slot: CK_SLOT_ID, o: &ObjectRow) -> Result<()> {
         // AUTOINCREMENT keeps later ids above this one.
         self.change(
-            "INSERT INTO objects (id, slot_id, private, class, key_id, label, clear, sealed) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO objects (id, slot_id, private, class, key_id, label, clear, sealed, version, tag) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 o.id as i64,
                 slot as i64,
@@ -416,7 +463,9 @@ impl Tx for SqliteTx<'_> {
                 o.key_id,
                 o.label,
                 o.clear,
-                o.sealed
+                o.sealed,
+                o.version as i64,
+                o.tag
             ],
         )
         .map(|_| ())

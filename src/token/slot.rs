@@ -11,7 +11,7 @@ use super::attributes::Attributes;
 use super::object::Object;
 use super::policy;
 use super::records;
-use crate::error::{fail, Error, Result};
+use crate::error::{fail, fail_because, Error, Result};
 use crate::store::{Found, Store, TokenRecord, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
 use dashmap::DashMap;
@@ -167,7 +167,7 @@ impl Token {
             self.token_object(handle)?
         };
         if obj.attrs.is_private() && !self.user_logged_in() {
-            return fail(CKR_OBJECT_HANDLE_INVALID);
+            return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {handle} is private and no user is logged in"));
         }
         Ok(obj)
     }
@@ -188,7 +188,7 @@ impl Token {
             }
             Ok(None) => {
                 self.cache.remove(&handle);
-                return fail(CKR_OBJECT_HANDLE_INVALID);
+                return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {handle} of slot {} is not in the store (or is private and no user is logged in)", self.slot_id));
             }
             Err(e) => {
                 // A record that is damaged or not the token's current one is not used: its

@@ -57,7 +57,7 @@ impl Sealed {
     /// changes only with the token key.
     fn expect(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID, id: u64, version: u64, keyed: bool) -> Result<ObjectRow> {
         let Some(row) = tx.object(slot, id)? else {
-            return fail(CKR_OBJECT_HANDLE_INVALID);
+            return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {id} of slot {slot} no longer exists"));
         };
         if (row.tag.is_some() || row.private) && !keyed {
             return fail_because(
@@ -96,7 +96,7 @@ impl Sealed {
                     row.tag = Some(tag);
                 }
                 if !tx.put_object(slot, &row)? {
-                    return fail(CKR_OBJECT_HANDLE_INVALID);
+                    return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {id} of slot {slot} no longer exists"));
                 }
                 Ok(row.tag)
             };

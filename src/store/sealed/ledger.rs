@@ -188,6 +188,9 @@ pub(super) struct Ledger {
     tags: HashMap<u64, [u8; 8]>,
     /// The last scan did not add up to the summary.
     pub broken: bool,
+    /// The summary's generation at the last scan: a row of this version or older that is
+    /// not the ledger's, read after that scan, is not the token's current record.
+    pub generation: u64,
 }
 
 fn prefix(tag: &[u8]) -> [u8; 8] {
@@ -228,6 +231,7 @@ impl Ledger {
         let adds_up = summary.is_some_and(|s| s.count == sum.count && s.sum == sum.sum);
         self.tags = tags;
         self.broken = !adds_up;
+        self.generation = summary.map_or(0, |s| s.generation);
         adds_up
     }
 

@@ -12,7 +12,7 @@ pub mod lockout;
 mod objects;
 mod pin;
 
-use super::backend::{transact, Backend, PinRow, TokenRow, Tx};
+use super::backend::{self, transact, Backend, PinRow, TokenRow, Tx};
 use changes::Change;
 use super::{Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
 use crate::error::{fail, fail_because, Error, Result};
@@ -63,7 +63,7 @@ impl Unlocked {
 
 /// How many times a read rereads the ledger while other writers keep changing the rows it
 /// reads, before it gives up on them.
-const MAX_REREADS: usize = 3;
+const MAX_REREADS: usize = 50;
 
 /// `pin.attempt_timeout_s` by default: far longer than any PIN check takes.
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -210,6 +210,15 @@ impl Sealed {
             tx.bump_generation(slot)?;
             Ok(slot)
         })
+    }
+
+    /// Whether a row that is not the ledger's may be a newer one than the ledger knows (read
+    /// it again after reading the ledger again): always before this read rescanned
+    /// (`scanned_at` none), then only when it was written after that scan. A row of the scan's
+    /// generation or older, read after it, that is still not the ledger's is an old copy put
+    /// back, never a newer change.
+    fn newer(&self, row: &backend::ObjectRow, scanned_at: Option<u64>) -> bool {
+        scanned_at.is_none_or(|g| row.version > g)
     }
 
     /// Removes a token and all its objects (`ferrohsm-util delete-token`).
@@ -360,10 +369,11 @@ impl Store for Sealed {
         let row_query = objects::row_query(query, key.as_ref());
         let mut rows = self.backend.find(slot, &row_query)?;
         let mut out = Vec::with_capacity(rows.len());
-        // Rows another process changed since the ledger was read miss it once: the ledger is
-        // read again and the search made again (a few times at most while writers keep
-        // changing them). A damaged record is reported (in `read`) and left out.
-        for attempt in 0.. {
+        // Rows another process changed since the ledger was read miss it: the ledger is read
+        // again and the search made again (`Sealed::newer`). A damaged record is reported
+        // (in `read`) and left out; the search goes on.
+        let mut scanned_at = None;
+        for _ in 0..MAX_REREADS {
             let mut differs = false;
             out.clear();
             for r in &rows {
@@ -373,26 +383,33 @@ impl Store for Sealed {
                 }
                 match self.read(slot, r, u.as_deref()) {
                     Ok(objects::Read::Object(o)) => out.push(Found::Read(o)),
-                    Ok(objects::Read::Differs) => differs = true,
+                    Ok(objects::Read::Differs) if self.newer(r, scanned_at) => differs = true,
+                    Ok(objects::Read::Differs) => {
+                        let _ = self.damaged(slot, r.id, "it is not the token's current record");
+                    }
                     Ok(objects::Read::Hidden) | Err(_) => {}
                 }
             }
-            let Some(u) = u.as_deref().filter(|_| differs) else { break };
-            if attempt == MAX_REREADS || !self.reread_ledger(slot, u)? {
-                log::error!(
-                    "token store {}: slot {slot}: records that do not match the token's ledger were left out of a search",
-                    self.backend.location()
-                );
+            let Some(u) = u.as_deref().filter(|_| differs) else {
+                return Ok(out);
+            };
+            if !self.reread_ledger(slot, u)? {
                 break;
             }
+            scanned_at = Some(u.ledger.lock().generation);
             rows = self.backend.find(slot, &row_query)?;
         }
+        log::error!(
+            "token store {}: slot {slot}: records that do not match the token's ledger were left out of a search",
+            self.backend.location()
+        );
         Ok(out)
     }
 
     fn load(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<StoredObject>> {
         let u = self.unlocked(slot);
-        for attempt in 0.. {
+        let mut scanned_at = None;
+        for _ in 0..MAX_REREADS {
             let Some(row) = self.backend.object(slot, id)? else {
                 return Ok(None);
             };
@@ -402,9 +419,10 @@ impl Store for Sealed {
                 objects::Read::Differs => {}
             }
             let Some(u) = u.as_deref() else { break };
-            if attempt == MAX_REREADS || !self.reread_ledger(slot, u)? {
+            if !self.newer(&row, scanned_at) || !self.reread_ledger(slot, u)? {
                 break;
             }
+            scanned_at = Some(u.ledger.lock().generation);
         }
         Err(self.damaged(slot, id, "it is not the token's current record"))
     }

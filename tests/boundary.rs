@@ -1,6 +1,7 @@
 //! The C boundary's own promises, through the real function list: configuration refused at
 //! `C_Initialize`, caller buffers never overrun, an error ends the operation whichever layer
-//! found it, handles never reused within a process, the log file's mode, and a module that
+//! found it, handles never reused within a process, the log file's mode, counts and lengths no
+//! array or value has refused before anything is allocated or read, and a module that
 //! survives `dlclose` followed by `fork`.
 
 mod common;

@@ -1,6 +1,7 @@
 //! The C boundary's own promises, through the real function list: configuration refused at
 //! `C_Initialize`, caller buffers never overrun, an error ends the operation whichever layer
-//! found it, handles never reused within a process, the log file's mode, and a module that
+//! found it, handles never reused within a process, the log file's mode, counts and lengths no
+//! array or value has refused before anything is allocated or read, and a module that
 //! survives `dlclose` followed by `fork`.
 
 mod common;
@@ -576,4 +577,270 @@ fn session_cancel_ends_the_operations_its_flags_name() {
     for &(f, init) in &ops {
         assert_eq!(init(&r, h, &keys), CKR_OK, "cancel all: operation 0x{f:x}");
     }
+}
+
+/// Counts of attributes no array has: 2^31 and 2^32 entries, and the most `CK_ATTRIBUTE`s a
+/// 64-bit address space could name. Each made the module allocate for that many (96 GiB at
+/// 2^32), and the failed allocation aborted the application's process.
+fn huge_counts() -> [CK_ULONG; 3] {
+    let per = std::mem::size_of::<CK_ATTRIBUTE>() as CK_ULONG;
+    [1 << 31, 1 << 32, CK_ULONG::MAX / per]
+}
+
+/// What the calls with a huge count or length work on: a session with an AES key that
+/// wraps, unwraps, encrypts and derives, a blob it wrapped, an EC key that derives and an RSA
+/// public key.
+struct Huge {
+    r: Raw,
+    h: CK_SESSION_HANDLE,
+    aes: CK_OBJECT_HANDLE,
+    blob: Vec<u8>,
+    ec: CK_OBJECT_HANDLE,
+    rsa: CK_OBJECT_HANDLE,
+}
+
+impl Huge {
+    fn new(p: &cryptoki::context::Pkcs11) -> Huge {
+        use cryptoki::mechanism::Mechanism;
+        use cryptoki::object::Attribute;
+        let slot = new_token(p, "huge");
+        let s = user_session(p, slot);
+        let secret = |more: &[Attribute]| {
+            let mut t = vec![
+                Attribute::Token(false),
+                Attribute::ValueLen(32.into()),
+                Attribute::Extractable(true),
+            ];
+            t.extend_from_slice(more);
+            s.generate_key(&Mechanism::AesKeyGen, &t).unwrap()
+        };
+        let aes = secret(&[
+            Attribute::Wrap(true),
+            Attribute::Unwrap(true),
+            Attribute::Derive(true),
+        ]);
+        let blob = s.wrap_key(&Mechanism::AesKeyWrapPad, aes, secret(&[])).unwrap();
+        let (_, ec) = s
+            .generate_key_pair(
+                &Mechanism::EccKeyPairGen,
+                &[
+                    Attribute::Token(false),
+                    Attribute::EcParams(vec![0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07]),
+                ],
+                &[Attribute::Token(false), Attribute::Derive(true)],
+            )
+            .unwrap();
+        let (rsa, _) = rsa_keypair(&s, 1024, b"huge", false);
+        std::mem::forget(s); // stays open: it keeps the login for the raw session
+        let r = Raw::load();
+        let h = r.open_session(slot.id());
+        Huge {
+            r,
+            h,
+            aes: aes.handle(),
+            blob,
+            ec: ec.handle(),
+            rsa: rsa.handle(),
+        }
+    }
+
+    /// How many objects the session sees (a call that failed must have made none).
+    fn objects(&self) -> usize {
+        let mut found = [0 as CK_OBJECT_HANDLE; 256];
+        let mut n = 0;
+        // SAFETY: an empty template; an output array of 256 handles and a count.
+        unsafe {
+            assert_eq!(
+                (self.r.f.C_FindObjectsInit.unwrap())(self.h, null_mut(), 0),
+                CKR_OK
+            );
+            assert_eq!(
+                (self.r.f.C_FindObjects.unwrap())(self.h, found.as_mut_ptr(), 256, &mut n),
+                CKR_OK
+            );
+            assert_eq!((self.r.f.C_FindObjectsFinal.unwrap())(self.h), CKR_OK);
+        }
+        n as usize
+    }
+}
+
+/// A call given a template pointer and a count.
+type CountCall = fn(&Huge, *mut CK_ATTRIBUTE, CK_ULONG) -> CK_RV;
+
+/// Every function that takes an attribute count, each with the count in the place it names.
+/// All but `C_GetAttributeValue` read the values too (its values are output buffers, which
+/// the module fills up to their length and never past).
+fn count_calls() -> Vec<(&'static str, CountCall)> {
+    // SAFETY (every call): live handles and locals; the template pointer is the test's
+    // one-entry array, given with a count the module must refuse before reading past it.
+    vec![
+        ("C_CreateObject", |x, t, n| unsafe {
+            (x.r.f.C_CreateObject.unwrap())(x.h, t, n, &mut 0)
+        }),
+        ("C_CopyObject", |x, t, n| unsafe {
+            (x.r.f.C_CopyObject.unwrap())(x.h, x.aes, t, n, &mut 0)
+        }),
+        ("C_GetAttributeValue", |x, t, n| unsafe {
+            (x.r.f.C_GetAttributeValue.unwrap())(x.h, x.aes, t, n)
+        }),
+        ("C_SetAttributeValue", |x, t, n| unsafe {
+            (x.r.f.C_SetAttributeValue.unwrap())(x.h, x.aes, t, n)
+        }),
+        ("C_FindObjectsInit", |x, t, n| unsafe {
+            (x.r.f.C_FindObjectsInit.unwrap())(x.h, t, n)
+        }),
+        ("C_GenerateKey", |x, t, n| unsafe {
+            (x.r.f.C_GenerateKey.unwrap())(x.h, &mut mech(CKM_AES_KEY_GEN), t, n, &mut 0)
+        }),
+        ("C_GenerateKeyPair (public template)", |x, t, n| unsafe {
+            let mut one = CK_ATTRIBUTE::default();
+            let m = &mut mech(CKM_EC_KEY_PAIR_GEN);
+            (x.r.f.C_GenerateKeyPair.unwrap())(x.h, m, t, n, &mut one, 0, &mut 0, &mut 0)
+        }),
+        ("C_GenerateKeyPair (private template)", |x, t, n| unsafe {
+            let mut one = CK_ATTRIBUTE::default();
+            let m = &mut mech(CKM_EC_KEY_PAIR_GEN);
+            (x.r.f.C_GenerateKeyPair.unwrap())(x.h, m, &mut one, 0, t, n, &mut 0, &mut 0)
+        }),
+        ("C_UnwrapKey", |x, t, n| unsafe {
+            let (blob, len) = (x.blob.as_ptr() as *mut u8, x.blob.len() as CK_ULONG);
+            let m = &mut mech(CKM_AES_KEY_WRAP_PAD);
+            (x.r.f.C_UnwrapKey.unwrap())(x.h, m, x.aes, blob, len, t, n, &mut 0)
+        }),
+        ("C_DeriveKey", |x, t, n| unsafe {
+            let mut data = [0u8; 16];
+            let mut p = CK_KEY_DERIVATION_STRING_DATA {
+                pData: data.as_mut_ptr(),
+                ulLen: 16,
+            };
+            let m = &mut raw_mech(CKM_AES_ECB_ENCRYPT_DATA, Some(&mut p));
+            (x.r.f.C_DeriveKey.unwrap())(x.h, m, x.aes, t, n, &mut 0)
+        }),
+    ]
+}
+
+/// A count or length from the caller that no array or value has is refused, never allocated
+/// for, and never read past: `CKR_ARGUMENTS_BAD` (or `CKR_HOST_MEMORY` where an allocation
+/// fails), from every function that takes a template, for the template's count, an attribute
+/// array's length inside it and a value's length; and from the mechanisms whose parameter
+/// names bytes the module copies. The process survives each, and nothing is made.
+#[test]
+fn huge_counts_and_lengths_are_refused_not_allocated() {
+    let _env = TestEnv::new();
+    let p = load();
+    let x = Huge::new(&p);
+    let before = x.objects();
+    let refused = |rv: CK_RV| rv == CKR_ARGUMENTS_BAD || rv == CKR_HOST_MEMORY;
+    let mut label = [b'x'];
+    let mut one = [CK_ATTRIBUTE {
+        type_: CKA_LABEL,
+        pValue: label.as_mut_ptr() as *mut _,
+        ulValueLen: 1,
+    }];
+    let entry = std::mem::size_of::<CK_ATTRIBUTE>() as CK_ULONG;
+    for (name, call) in count_calls() {
+        for n in huge_counts() {
+            let rv = call(&x, one.as_mut_ptr(), n);
+            assert!(refused(rv), "{name} with {n} attributes: 0x{rv:x}");
+        }
+        if name == "C_GetAttributeValue" {
+            continue;
+        }
+        // One attribute whose value claims more bytes than any value has: a label, and an
+        // attribute array of a huge count of entries.
+        for n in huge_counts() {
+            let mut long = [CK_ATTRIBUTE {
+                type_: CKA_LABEL,
+                pValue: label.as_mut_ptr() as *mut _,
+                ulValueLen: n,
+            }];
+            let rv = call(&x, long.as_mut_ptr(), 1);
+            assert!(refused(rv), "{name} with a value of {n} bytes: 0x{rv:x}");
+            let mut array = [CK_ATTRIBUTE {
+                type_: CKA_UNWRAP_TEMPLATE,
+                pValue: one.as_mut_ptr() as *mut _,
+                ulValueLen: n * entry,
+            }];
+            let rv = call(&x, array.as_mut_ptr(), 1);
+            assert!(refused(rv), "{name} with an array of {n} attributes: 0x{rv:x}");
+        }
+    }
+    // Bytes the module copies beside templates: a wrapped key, and mechanism parameters'
+    // IV, additional data, OAEP label, peer's public point and data to encrypt into a key.
+    for n in huge_counts() {
+        let mut bytes = [0u8; 16];
+        let b = bytes.as_mut_ptr();
+        // SAFETY: live handles and locals; each length is the huge `n` over 16 bytes, which
+        // the module must refuse before reading past them.
+        let rows: [(&str, CK_RV); 6] = unsafe {
+            let m = &mut mech(CKM_AES_KEY_WRAP_PAD);
+            let wrapped = (x.r.f.C_UnwrapKey.unwrap())(x.h, m, x.aes, b, n, null_mut(), 0, &mut 0);
+            let mut gcm = CK_GCM_PARAMS {
+                pIv: b,
+                ulIvLen: n,
+                ulIvBits: 96,
+                pAAD: null_mut(),
+                ulAADLen: 0,
+                ulTagBits: 128,
+            };
+            let gcm_iv =
+                (x.r.f.C_EncryptInit.unwrap())(x.h, &mut raw_mech(CKM_AES_GCM, Some(&mut gcm)), x.aes);
+            let mut gcm = CK_GCM_PARAMS {
+                pIv: b,
+                ulIvLen: 12,
+                ulIvBits: 96,
+                pAAD: b,
+                ulAADLen: n,
+                ulTagBits: 128,
+            };
+            let gcm_aad =
+                (x.r.f.C_EncryptInit.unwrap())(x.h, &mut raw_mech(CKM_AES_GCM, Some(&mut gcm)), x.aes);
+            let mut oaep = CK_RSA_PKCS_OAEP_PARAMS {
+                hashAlg: CKM_SHA256,
+                mgf: CKG_MGF1_SHA256,
+                source: CKZ_DATA_SPECIFIED,
+                pSourceData: b as *mut _,
+                ulSourceDataLen: n,
+            };
+            let oaep_label =
+                (x.r.f.C_EncryptInit.unwrap())(x.h, &mut raw_mech(CKM_RSA_PKCS_OAEP, Some(&mut oaep)), x.rsa);
+            let mut ecdh = CK_ECDH1_DERIVE_PARAMS {
+                kdf: CKD_NULL,
+                ulSharedDataLen: 0,
+                pSharedData: null_mut(),
+                ulPublicDataLen: n,
+                pPublicData: b,
+            };
+            let m = &mut raw_mech(CKM_ECDH1_DERIVE, Some(&mut ecdh));
+            let ecdh_point = (x.r.f.C_DeriveKey.unwrap())(x.h, m, x.ec, null_mut(), 0, &mut 0);
+            let mut data = CK_KEY_DERIVATION_STRING_DATA { pData: b, ulLen: n };
+            let m = &mut raw_mech(CKM_AES_ECB_ENCRYPT_DATA, Some(&mut data));
+            let derive_data = (x.r.f.C_DeriveKey.unwrap())(x.h, m, x.aes, null_mut(), 0, &mut 0);
+            [
+                ("C_UnwrapKey's wrapped key", wrapped),
+                ("CKM_AES_GCM's IV", gcm_iv),
+                ("CKM_AES_GCM's additional data", gcm_aad),
+                ("CKM_RSA_PKCS_OAEP's label", oaep_label),
+                ("CKM_ECDH1_DERIVE's public point", ecdh_point),
+                ("CKM_AES_ECB_ENCRYPT_DATA's data", derive_data),
+            ]
+        };
+        for (what, rv) in rows {
+            assert!(refused(rv), "{what} of {n} bytes: 0x{rv:x}");
+        }
+    }
+    // An output array said to hold more handles than any array can ("all there are") gets
+    // them all, every time.
+    let mut found = [0 as CK_OBJECT_HANDLE; 256];
+    // SAFETY: an empty template; an output array holding every object the session sees.
+    unsafe {
+        assert_eq!((x.r.f.C_FindObjectsInit.unwrap())(x.h, null_mut(), 0), CKR_OK);
+        for want in [before, 0] {
+            let mut n = 0;
+            let rv = (x.r.f.C_FindObjects.unwrap())(x.h, found.as_mut_ptr(), CK_ULONG::MAX, &mut n);
+            assert_eq!((rv, n as usize), (CKR_OK, want));
+        }
+        assert_eq!((x.r.f.C_FindObjectsFinal.unwrap())(x.h), CKR_OK);
+    }
+    assert_eq!(x.objects(), before, "a refused call made an object");
 }

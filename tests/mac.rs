@@ -150,9 +150,9 @@ fn hmac_and_cmac_match_openssl_single_and_multi_part() {
     let raw = Raw::load();
     let msg: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
     for (mech, digest, block) in hmacs() {
-        // Shorter than the output, the output, the block, and longer than the block (hashed
-        // first, RFC 2104).
-        for key_len in [5, 20, block, block + 37] {
+        // The shortest key the token takes (shorter than every output), the output, the
+        // block, and longer than the block (hashed first, RFC 2104).
+        for key_len in [14, 20, block, block + 37] {
             let value = key_bytes(key_len, key_len as u8);
             for kt in [CKK_GENERIC_SECRET, hmac_key_type(digest)] {
                 let key = raw_secret_key(&raw, s.handle(), kt, &value);
@@ -481,16 +481,16 @@ fn mechanisms_are_listed_with_sign_and_verify_and_key_sizes() {
         );
     }
     let macs = [
-        (CKM_SHA_1_HMAC, 1, 512),
-        (CKM_SHA_1_HMAC_GENERAL, 1, 512),
-        (CKM_SHA224_HMAC, 1, 512),
-        (CKM_SHA224_HMAC_GENERAL, 1, 512),
-        (CKM_SHA256_HMAC, 1, 512),
-        (CKM_SHA256_HMAC_GENERAL, 1, 512),
-        (CKM_SHA384_HMAC, 1, 512),
-        (CKM_SHA384_HMAC_GENERAL, 1, 512),
-        (CKM_SHA512_HMAC, 1, 512),
-        (CKM_SHA512_HMAC_GENERAL, 1, 512),
+        (CKM_SHA_1_HMAC, 14, 512),
+        (CKM_SHA_1_HMAC_GENERAL, 14, 512),
+        (CKM_SHA224_HMAC, 14, 512),
+        (CKM_SHA224_HMAC_GENERAL, 14, 512),
+        (CKM_SHA256_HMAC, 14, 512),
+        (CKM_SHA256_HMAC_GENERAL, 14, 512),
+        (CKM_SHA384_HMAC, 14, 512),
+        (CKM_SHA384_HMAC_GENERAL, 14, 512),
+        (CKM_SHA512_HMAC, 14, 512),
+        (CKM_SHA512_HMAC_GENERAL, 14, 512),
         (CKM_AES_CMAC, 16, 32),
         (CKM_AES_CMAC_GENERAL, 16, 32),
         (CKM_AES_MAC, 16, 32),

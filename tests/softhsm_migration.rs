@@ -726,3 +726,129 @@ fn softhsm_ec_keys_migrate_and_sign() {
         }
     }
 }
+
+/// Keys below the sizes ferrohsm takes (an RSA-512 pair, an 8-byte generic secret) migrate as
+/// they are, each with a note saying so: a migration loses no key. In ferrohsm the RSA key
+/// still signs; HMAC and C_DigestKey refuse the short secret (`CKR_KEY_SIZE_RANGE`), whose
+/// every MAC or digest would give it away, and take a 14-byte one migrated beside it.
+#[test]
+fn keys_below_the_minimum_migrate_with_a_note() {
+    use cryptoki::mechanism::Mechanism;
+    use cryptoki::object::KeyType;
+    use rsa::traits::{PrivateKeyParts, PublicKeyParts};
+    let (env, _, tokendir, conf) = softhsm_home();
+    let f = Fixture { env, conf, tokendir };
+    run(Command::new("softhsm2-util")
+        .args([
+            "--init-token",
+            "--free",
+            "--label",
+            "weak",
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ])
+        .env("SOFTHSM2_CONF", &f.conf));
+    std::env::set_var("SOFTHSM2_CONF", &f.conf);
+    let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
+    let k = rsa::PrivateKey::new_unchecked(&mut rng, 512).unwrap();
+    {
+        let p = Pkcs11::new(SOFTHSM).unwrap();
+        p.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK))
+            .unwrap();
+        let slot = p.get_slots_with_initialized_token().unwrap()[0];
+        let s = p.open_rw_session(slot).unwrap();
+        s.login(UserType::User, Some(&AuthPin::new(USER_PIN.into())))
+            .unwrap();
+        let secret = |id: u8, len: usize| {
+            s.create_object(&[
+                Attribute::Class(ObjectClass::SECRET_KEY),
+                Attribute::KeyType(KeyType::GENERIC_SECRET),
+                Attribute::Token(true),
+                Attribute::Private(true),
+                Attribute::Sign(true),
+                Attribute::Id(vec![id]),
+                Attribute::Value(vec![0x77; len]),
+            ])
+            .unwrap()
+        };
+        secret(0x5e, 8);
+        secret(0x5f, 14);
+        let rsa = [
+            Attribute::KeyType(KeyType::RSA),
+            Attribute::Token(true),
+            Attribute::Id(vec![0x52]),
+            Attribute::Modulus(be(k.n().as_ref())),
+            Attribute::PublicExponent(be(k.e())),
+        ];
+        let mut public = rsa.to_vec();
+        public.extend([Attribute::Class(ObjectClass::PUBLIC_KEY), Attribute::Verify(true)]);
+        s.create_object(&public).unwrap();
+        let mut private = rsa.to_vec();
+        private.extend([
+            Attribute::Class(ObjectClass::PRIVATE_KEY),
+            Attribute::Private(true),
+            Attribute::Sign(true),
+            Attribute::PrivateExponent(be(k.d())),
+            Attribute::Prime1(be(k.primes()[0].as_ref())),
+            Attribute::Prime2(be(k.primes()[1].as_ref())),
+            Attribute::Exponent1(be(k.dp().unwrap())),
+            Attribute::Exponent2(be(k.dq().unwrap())),
+            Attribute::Coefficient(be(&k.crt_coefficient().unwrap())),
+        ]);
+        s.create_object(&private).unwrap();
+    }
+    let args = [
+        "migrate-softhsm",
+        "--conf",
+        f.conf.to_str().unwrap(),
+        "--token",
+        "weak",
+        "--pin",
+        USER_PIN,
+        "--so-pin",
+        SO_PIN,
+    ];
+    let out = util(&f, &args);
+    let (text, notes) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{notes}");
+    assert!(
+        text.contains("4 objects (1 RSA private keys signed and verified)"),
+        "{text}"
+    );
+    let note_lines = |what: &str| {
+        notes
+            .lines()
+            .filter(|l| l.starts_with("note:") && l.contains(what))
+            .count()
+    };
+    assert_eq!(note_lines("a secret key of 8 bytes (id [5e])"), 1, "{notes}");
+    assert_eq!(note_lines("an RSA key of 512 bits (id [52])"), 2, "{notes}");
+    assert_eq!(note_lines("[5f]"), 0, "{notes}");
+
+    let (_p, s) = open(&module_path(), "weak");
+    let short = find_one(&s, ObjectClass::SECRET_KEY, &[0x5e]);
+    let long = find_one(&s, ObjectClass::SECRET_KEY, &[0x5f]);
+    assert_eq!(
+        rv(s.sign(&Mechanism::Sha256Hmac, short, b"data").unwrap_err()),
+        cryptoki::error::RvError::KeySizeRange
+    );
+    assert_eq!(s.sign(&Mechanism::Sha256Hmac, long, b"data").unwrap().len(), 32);
+    s.digest_init(&Mechanism::Sha256).unwrap();
+    assert_eq!(
+        rv(s.digest_key(short).unwrap_err()),
+        cryptoki::error::RvError::KeySizeRange
+    );
+    s.digest_init(&Mechanism::Sha256).unwrap();
+    s.digest_key(long).unwrap();
+    assert_eq!(s.digest_final().unwrap().len(), 32);
+    let private = find_one(&s, ObjectClass::PRIVATE_KEY, &[0x52]);
+    assert_eq!(
+        s.sign(&Mechanism::Sha256RsaPkcs, private, b"data").unwrap().len(),
+        64
+    );
+}

@@ -3,7 +3,8 @@
 //! caller memory. token/ keeps them as the `Attributes::to_bytes` encoding of the nested
 //! attributes; this file converts between the two, one level deep (arrays do not nest).
 
-use crate::error::{fail_because, Error, Result};
+use super::slice::{attributes, copied};
+use crate::error::{fail_because, Result};
 use crate::token::attributes::Attributes;
 use cryptoki_sys::*;
 
@@ -30,10 +31,9 @@ pub unsafe fn read(t: CK_ATTRIBUTE_TYPE, p: *const u8, len: CK_ULONG) -> Result<
         );
     }
     let mut nested = Attributes::new();
-    for i in 0..len / ENTRY {
-        // SAFETY: the caller's array holds len / ENTRY entries (checked above); entries may be
-        // unaligned inside a byte buffer, so each is read unaligned.
-        let a: CK_ATTRIBUTE = unsafe { std::ptr::read_unaligned((p as *const CK_ATTRIBUTE).add(i)) };
+    // SAFETY: the caller's array holds len / ENTRY entries (checked above); `attributes` reads
+    // each unaligned, as they may be inside a byte buffer, and refuses more than it holds.
+    for a in unsafe { attributes(p as *const CK_ATTRIBUTE, (len / ENTRY) as CK_ULONG) }? {
         if is_array(a.type_) {
             return fail_because(
                 CKR_ATTRIBUTE_VALUE_INVALID,
@@ -50,10 +50,9 @@ pub unsafe fn read(t: CK_ATTRIBUTE_TYPE, p: *const u8, len: CK_ULONG) -> Result<
             );
         }
         // SAFETY: PKCS#11 requires a template's values to be readable for their lengths;
-        // `bytes` refuses a NULL value with a length and lengths no memory can have.
-        let value = unsafe { super::slice::bytes(a.pValue as *const u8, a.ulValueLen) }
-            .map_err(|_| Error(CKR_ATTRIBUTE_VALUE_INVALID))?;
-        nested.set(a.type_, value.to_vec());
+        // `copied` refuses lengths beyond what the module holds before reading.
+        let value = unsafe { copied(a.pValue as *const u8, a.ulValueLen, false) }?;
+        nested.set(a.type_, value);
     }
     Ok(nested.to_bytes().to_vec())
 }

@@ -1,7 +1,9 @@
 //! Pointer conversions, done once at the boundary: output values, templates, mechanisms (their
 //! parameters read by `param`, checked by their family), and the two-call output convention.
-//! Input slices are `slice`'s, which `array` shares.
+//! Input slices and the copies the module keeps of the caller's arrays and values are
+//! `slice`'s, with the limits on their counts and lengths; `array` and `param` share them.
 
+use super::slice::{attributes, copied};
 pub use super::slice::{bytes, required_bytes};
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::{self, Mechanism};
@@ -81,28 +83,7 @@ pub unsafe fn write_output(buf: *mut u8, len: *mut CK_ULONG, o: Output) -> Resul
     }
 }
 
-/// The caller's attribute array, copied element by element (it may be unaligned).
-///
-/// # Safety
-/// `p` is NULL or valid for reading `n` `CK_ATTRIBUTE`s.
-unsafe fn attribute_list(p: *const CK_ATTRIBUTE, n: CK_ULONG) -> Result<Vec<CK_ATTRIBUTE>> {
-    if p.is_null() {
-        return if n == 0 {
-            Ok(vec![])
-        } else {
-            fail_because(CKR_ARGUMENTS_BAD, format!("NULL template of {n} attributes"))
-        };
-    }
-    if n > (isize::MAX as usize / std::mem::size_of::<CK_ATTRIBUTE>()) as CK_ULONG {
-        return fail_because(CKR_ARGUMENTS_BAD, format!("template of {n} attributes"));
-    }
-    // SAFETY: `p` is valid for `n` elements (the caller's contract); `add` stays inside them.
-    Ok((0..n as usize)
-        .map(|i| unsafe { ptr::read_unaligned(p.add(i)) })
-        .collect())
-}
-
-/// A template as (type, value) pairs in the caller's order.
+/// A template as (type, value) pairs in the caller's order, copied within `slice`'s limits.
 ///
 /// # Safety
 /// `p` is NULL or valid for reading `n` `CK_ATTRIBUTE`s, each value NULL or valid for its
@@ -112,7 +93,7 @@ pub unsafe fn template_pairs(
     n: CK_ULONG,
 ) -> Result<Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>> {
     // SAFETY: the caller's contract.
-    unsafe { attribute_list(p, n) }?
+    unsafe { attributes(p, n) }?
         .iter()
         .map(|a| {
             if a.pValue.is_null() && a.ulValueLen != 0 {
@@ -128,10 +109,8 @@ pub unsafe fn template_pairs(
                 return Ok((a.type_, nested));
             }
             // SAFETY: each value is valid for its length (the caller's contract).
-            Ok((
-                a.type_,
-                unsafe { bytes(a.pValue as *const u8, a.ulValueLen) }?.to_vec(),
-            ))
+            let value = unsafe { copied(a.pValue as *const u8, a.ulValueLen, false) }?;
+            Ok((a.type_, value))
         })
         .collect()
 }
@@ -160,7 +139,7 @@ impl AttributeAnswers {
         Ok(AttributeAnswers {
             base: p,
             // SAFETY: the caller's contract.
-            entries: unsafe { attribute_list(p, n) }?,
+            entries: unsafe { attributes(p, n) }?,
         })
     }
 

@@ -1,9 +1,8 @@
 //! Object management (PKCS#11 §5.7) and key management (§5.14).
 
-use super::convert::{
-    capacity, mechanism, out, required_bytes, template, template_pairs, write_output, AttributeAnswers,
-};
+use super::convert::{capacity, mechanism, out, template, template_pairs, write_output, AttributeAnswers};
 use super::lib;
+use super::slice::{copied, output_capacity};
 use crate::error::{fail, fail_because};
 use crate::token::objects::{attribute_value, AttributeValue};
 use cryptoki_sys::*;
@@ -149,7 +148,7 @@ ck_fn!(
         if handles.is_null() && max > 0 {
             return fail_because(CKR_ARGUMENTS_BAD, "C_FindObjects: NULL handle array");
         }
-        let found = l.0.find_next(session, max as usize)?;
+        let found = l.0.find_next(session, output_capacity::<CK_OBJECT_HANDLE>(max))?;
         assert!(
             found.len() as u64 <= max as u64,
             "find_next answered more than asked"
@@ -251,16 +250,18 @@ ck_fn!(
     ) {
         let l = lib()?;
         l.0.check_session(session)?;
-        // SAFETY: the caller's output handle, input, mechanism and template (see above).
+        // SAFETY: the caller's output handle, input, mechanism and template (see above). The
+        // wrapped key is copied within `slice`'s limits: unwrapping allocates its length, and
+        // a key longer than any value an object holds is no key.
         let (key, wrapped, tmpl, m) = unsafe {
             (
                 out(key)?,
-                required_bytes(wrapped, wrapped_len)?,
+                copied(wrapped, wrapped_len, true)?,
                 template(tmpl, count)?,
                 mechanism(mech)?,
             )
         };
-        *key = l.0.unwrap_key(session, m, unwrapping, wrapped, tmpl)?;
+        *key = l.0.unwrap_key(session, m, unwrapping, &wrapped, tmpl)?;
         Ok(())
     }
 );

@@ -3,7 +3,7 @@
 //! a structure become `Pointed`s, followed only when the family asks. Nothing here knows what a
 //! mechanism means; the families check the values.
 
-use super::slice::{bytes, required_bytes};
+use super::slice::copied;
 use crate::error::{fail_because, Result};
 use crate::mechanism::{Param, ParamShape, Pointed};
 use cryptoki_sys::*;
@@ -46,7 +46,7 @@ unsafe fn param<T: Copy>(m: &CK_MECHANISM) -> Result<Option<T>> {
     Ok(Some(unsafe { ptr::read_unaligned(m.pParameter as *const T) }))
 }
 
-/// The `len` bytes at `p`, read when the family asks.
+/// The `len` bytes at `p`, copied within `slice`'s limits when the family asks.
 ///
 /// # Safety
 /// `p` is NULL or valid for reading `len` bytes for as long as the `Pointed` lives: the
@@ -55,14 +55,7 @@ unsafe fn param<T: Copy>(m: &CK_MECHANISM) -> Result<Option<T>> {
 unsafe fn pointed<'a>(p: *const u8, len: CK_ULONG) -> Pointed<'a> {
     Pointed::new(len, move |required| {
         // SAFETY: this function's contract.
-        let b = unsafe {
-            if required {
-                required_bytes(p, len)
-            } else {
-                bytes(p, len)
-            }
-        }?;
-        Ok(b.to_vec())
+        unsafe { copied(p, len, required) }
     })
 }
 

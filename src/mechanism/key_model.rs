@@ -6,7 +6,8 @@
 //! model of a key type among `REGISTRY`'s families. The token runs one generic path over it
 //! and keeps the rules that hold for every key type (`token::policy`). Secret key types are
 //! described by a value, `SecretKeyType` (the lengths of their values, their check value),
-//! which a family lists with `Family::secret_key_types`.
+//! which a family lists with `Family::secret_key_types`; the shortest secret of every type is
+//! this file's rule (`MIN_SECRET_LEN`, `check_secret_len`).
 
 use crate::attributes::Attributes;
 use crate::error::{fail_because, Result};
@@ -117,6 +118,35 @@ pub fn shared_parameter(
     Ok(())
 }
 
+/// The shortest secret key value the token makes, takes or uses: 14 bytes, the 112 bits
+/// NIST SP 800-131A asks of a key. A shorter secret is no secret however it is kept: one HMAC
+/// output, or the hash `C_DigestKey` gives, finds it offline by trying every value (65,536
+/// tries for two bytes). `C_GetMechanismInfo` says so for `CKM_GENERIC_SECRET_KEY_GEN` and the
+/// HMAC mechanisms.
+pub const MIN_SECRET_LEN: usize = 14;
+
+/// Refuses a secret key value of `len` bytes shorter than `MIN_SECRET_LEN`, `name` naming its
+/// key type for the log line, with `CKR_KEY_SIZE_RANGE` on every path (create, generate,
+/// unwrap, derive, use). Not `CKR_ATTRIBUTE_VALUE_INVALID`: PKCS#11 3.0 §4.1.1 keeps that for
+/// values the specification makes invalid (a 20-byte AES key, which `SecretKeyType::check_len`
+/// refuses so), and a 13-byte generic secret is a valid one; what refuses it is this token's
+/// range of key sizes, which is `CKR_KEY_SIZE_RANGE`'s definition (§5.1.6) and the range
+/// `C_GetMechanismInfo` gives. `C_DeriveKey` lists the code; `C_CreateObject` and
+/// `C_UnwrapKey` do not, but §5.1 says the lists are not exhaustive and asks applications to
+/// take any error as one, and one code for one cause on every path is what an application can
+/// act on.
+pub fn check_secret_len(len: usize, name: &str) -> Result<()> {
+    if len < MIN_SECRET_LEN {
+        return fail_because(
+            CKR_KEY_SIZE_RANGE,
+            format!(
+                "a {name} key of {len} bytes is too short: the token takes secret keys of {MIN_SECRET_LEN} bytes (112 bits) or more, as one MAC or digest of a shorter one finds it by trying every value; use a longer key"
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// How a secret key type computes `CKA_CHECK_VALUE` from a value.
 pub type CheckValue = fn(&[u8]) -> Vec<u8>;
 
@@ -126,7 +156,8 @@ pub type CheckValue = fn(&[u8]) -> Vec<u8>;
 pub struct SecretKeyType {
     pub key_type: CK_KEY_TYPE,
     pub name: &'static str,
-    /// The lengths in bytes a value may have; empty for any non-empty value.
+    /// The lengths in bytes PKCS#11 allows a value; empty for any non-empty value, of which
+    /// the token takes `MIN_SECRET_LEN` bytes or more.
     pub lengths: &'static [usize],
     /// The longest value key generation makes, where `lengths` is empty.
     pub max_generated: usize,
@@ -135,7 +166,10 @@ pub struct SecretKeyType {
 }
 
 impl SecretKeyType {
-    /// Whether a value of `len` bytes is one of this type's (`C_CreateObject`, unwrap, derive).
+    /// Whether a value of `len` bytes may be a key of this type: one of its lengths
+    /// (`CKR_ATTRIBUTE_VALUE_INVALID` otherwise), and not shorter than `MIN_SECRET_LEN`
+    /// (`check_secret_len`). Every new secret key object passes here (`C_CreateObject`,
+    /// generation, unwrap, derivation: `object::derive_key_attributes`).
     pub fn check_len(&self, len: usize) -> Result<()> {
         let ok = match self.lengths {
             [] => len > 0,
@@ -147,23 +181,36 @@ impl SecretKeyType {
                 format!("{len} bytes is not a length of {} keys", self.name),
             );
         }
-        Ok(())
+        check_secret_len(len, self.name)
     }
 
     /// Whether key generation makes a value of `len` bytes (`CKA_VALUE_LEN` of
-    /// `C_GenerateKey`'s template).
+    /// `C_GenerateKey`'s template), checked before the value is made: a length of the type
+    /// from `MIN_SECRET_LEN` to `max_generated`, else `CKR_KEY_SIZE_RANGE`.
     pub fn check_generated_len(&self, len: usize) -> Result<()> {
         let ok = match self.lengths {
-            [] => (1..=self.max_generated).contains(&len),
+            [] => (MIN_SECRET_LEN..=self.max_generated).contains(&len),
             lengths => lengths.contains(&len),
         };
         if !ok {
             return fail_because(
                 CKR_KEY_SIZE_RANGE,
-                format!("{len} bytes is not a length of {} keys", self.name),
+                format!(
+                    "CKA_VALUE_LEN {len}: {} keys are generated {}",
+                    self.name,
+                    self.generated_lengths()
+                ),
             );
         }
         Ok(())
+    }
+
+    /// The lengths `check_generated_len` takes, in words, for its error.
+    fn generated_lengths(&self) -> String {
+        match self.lengths {
+            [] => format!("{MIN_SECRET_LEN} to {} bytes long", self.max_generated),
+            lengths => format!("{lengths:?} bytes long"),
+        }
     }
 
     /// `CKA_CHECK_VALUE` of `value`.
@@ -230,7 +277,7 @@ mod tests {
         assert_eq!(aes.check_generated_len(0).unwrap_err().0, CKR_KEY_SIZE_RANGE);
         let generic = secret_key_type(CKK_GENERIC_SECRET).unwrap();
         assert!(generic.check_len(1000).is_ok());
-        assert!(generic.check_len(0).is_err());
+        assert_eq!(generic.check_len(0).unwrap_err().0, CKR_ATTRIBUTE_VALUE_INVALID);
         assert!(generic.check_generated_len(512).is_ok());
         assert_eq!(
             generic.check_generated_len(513).unwrap_err().0,
@@ -238,5 +285,40 @@ mod tests {
         );
         assert!(generic.check_value(b"k").is_empty());
         assert_eq!(aes.check_value(&[0; 16]).len(), 3);
+    }
+
+    /// Every secret key type takes `MIN_SECRET_LEN` bytes and more and nothing shorter, from
+    /// every path: the lengths a type may have never go below the minimum, and the types of
+    /// any length stop exactly at it.
+    #[test]
+    fn no_secret_key_type_takes_a_value_shorter_than_the_minimum() {
+        let types = REGISTRY.iter().flat_map(|f| f.secret_key_types());
+        for st in types {
+            for len in [1, 2, MIN_SECRET_LEN - 1] {
+                assert!(st.check_len(len).is_err(), "{}: {len} bytes", st.name);
+                assert_eq!(
+                    st.check_generated_len(len).unwrap_err().0,
+                    CKR_KEY_SIZE_RANGE,
+                    "{}: {len} bytes generated",
+                    st.name
+                );
+            }
+            assert!(
+                st.lengths.iter().all(|l| *l >= MIN_SECRET_LEN),
+                "{}: {:?}",
+                st.name,
+                st.lengths
+            );
+            if st.lengths.is_empty() {
+                assert_eq!(
+                    st.check_len(MIN_SECRET_LEN - 1).unwrap_err().0,
+                    CKR_KEY_SIZE_RANGE,
+                    "{}",
+                    st.name
+                );
+                assert!(st.check_len(MIN_SECRET_LEN).is_ok(), "{}", st.name);
+                assert!(st.check_generated_len(MIN_SECRET_LEN).is_ok(), "{}", st.name);
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ use super::pkcs8;
 use super::policy::{self, Origin};
 use super::session::Session;
 use crate::error::{fail, fail_because, Error, Result};
+use crate::mechanism::key_model::check_secret_len;
 use crate::mechanism::{self, Mechanism, Op};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
@@ -381,7 +382,10 @@ impl Library {
                 if obj.attrs.class() != Some(CKO_SECRET_KEY) {
                     return fail(CKR_KEY_INDIGESTIBLE);
                 }
-                op.hasher.update(obj.attrs.get(CKA_VALUE).unwrap_or(&[]));
+                let value = obj.attrs.get(CKA_VALUE).unwrap_or(&[]);
+                // A key stored before the minimum was enforced: its hash would reveal it.
+                check_secret_len(value.len(), "digested")?;
+                op.hasher.update(value);
                 op.stage = Operation::MultiPart;
                 Ok(((), false))
             })

@@ -7,7 +7,7 @@ use cryptoki_sys::*;
 use ferrohsm::cli::module::Result;
 use ferrohsm::cli::pin;
 use ferrohsm::engine::{PreparedKey, PublicKey};
-use ferrohsm::mechanism::{rsa as rsa_mech, HashAlg};
+use ferrohsm::mechanism::{key_model, rsa as rsa_mech, HashAlg};
 use ferrohsm::token::attributes::Attributes;
 use ferrohsm::token::policy;
 use secrecy::ExposeSecret;
@@ -54,6 +54,39 @@ fn native(v: &Value) -> Vec<u8> {
             );
             nested.to_bytes().to_vec()
         }
+    }
+}
+
+/// Why a key is below the sizes ferrohsm takes (`rsa::keys::check_modulus_bits`,
+/// `key_model::check_secret_len`), if it is. Such a key is migrated as it is, with a note: a
+/// migration loses no key, and the operator decides (an extractable one can still be wrapped
+/// out). Creating, importing or unwrapping it again is refused; HMAC and `C_DigestKey` refuse
+/// a short secret, whose every MAC or digest would give it away; a small RSA key still signs.
+fn below_minimum(a: &Attributes) -> Option<String> {
+    match (a.class(), a.key_type()) {
+        (Some(CKO_SECRET_KEY), _) => {
+            let len = a.get(CKA_VALUE).map_or(0, <[u8]>::len);
+            key_model::check_secret_len(len, "secret").err().map(|_| {
+                format!(
+                    "a secret key of {len} bytes (id {:02x?}), migrated as it is: ferrohsm takes secret keys of {} bytes or more, and refuses HMAC and C_DigestKey with this one (CKR_KEY_SIZE_RANGE); replace it with a longer key",
+                    a.get(CKA_ID).unwrap_or(&[]),
+                    key_model::MIN_SECRET_LEN
+                )
+            })
+        }
+        (Some(CKO_PUBLIC_KEY | CKO_PRIVATE_KEY), Some(CKK_RSA)) => {
+            let n = a.get(CKA_MODULUS).unwrap_or(&[]);
+            let e = a.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]);
+            let bits = PublicKey::new(n, e).ok()?.modulus_bits();
+            rsa_mech::keys::check_modulus_bits(bits).err().map(|_| {
+                format!(
+                    "an RSA key of {bits} bits (id {:02x?}), migrated as it is and still usable: ferrohsm makes, imports and unwraps RSA keys of {} bits or more; replace it",
+                    a.get(CKA_ID).unwrap_or(&[]),
+                    rsa_mech::RSA_MIN_BITS
+                )
+            })
+        }
+        _ => None,
     }
 }
 
@@ -179,11 +212,14 @@ pub fn run(a: Migrate) -> Result<()> {
             .map_err(|e| e.to_string())?,
     };
     let mut objects = vec![];
-    let mut dropped = vec![];
+    let mut notes = vec![];
     for o in &token.objects {
         let o = o.as_ref().map_err(|e| e.to_string())?;
         let plain = SoftToken::decrypt(o, &master).map_err(|e| e.to_string())?;
-        let attrs = convert(&plain, &mut dropped);
+        let attrs = convert(&plain, &mut notes);
+        if let Some(why) = below_minimum(&attrs) {
+            notes.push(format!("{}: {why}", o.file.display()));
+        }
         // No checksum guards SoftHSM's files: an object without a class is a damaged one.
         if attrs.class().is_none() {
             return Err(format!(
@@ -231,8 +267,8 @@ pub fn run(a: Migrate) -> Result<()> {
         }
     }
     progress.finish_and_clear();
-    for d in &dropped {
-        eprintln!("note: {d}");
+    for n in &notes {
+        eprintln!("note: {n}");
     }
     let summary = format!(
         "{} objects ({checked} RSA private keys signed and verified{}) from SoftHSM token {:?} (serial {})",

@@ -8,6 +8,7 @@ pub mod modes;
 pub mod wrap;
 
 use crate::error::{fail, fail_because, Error, Result};
+use crate::mechanism::key_model::MIN_SECRET_LEN;
 use crate::mechanism::{
     info, params_of, AesMode, Crypter, Derived, Family, Generates, Key, Mechanism, Op, Param, ParamShape,
     Params, SecretKeyType,
@@ -42,8 +43,11 @@ pub enum AesMechanism {
 const KEY_MIN: CK_ULONG = 16;
 const KEY_MAX: CK_ULONG = 32;
 
-/// AES keys, and the generic secrets `CKM_GENERIC_SECRET_KEY_GEN` makes (1 to 512 bytes,
-/// listed as 8 to 4096 bits; any non-empty value when created or derived).
+/// The longest generic secret `CKM_GENERIC_SECRET_KEY_GEN` makes, in bytes.
+const GENERIC_MAX_GENERATED: usize = 512;
+
+/// AES keys, and generic secrets: `MIN_SECRET_LEN` bytes or more, up to
+/// `GENERIC_MAX_GENERATED` when generated.
 static SECRET_KEY_TYPES: [SecretKeyType; 2] = [
     SecretKeyType {
         key_type: CKK_AES,
@@ -56,7 +60,7 @@ static SECRET_KEY_TYPES: [SecretKeyType; 2] = [
         key_type: CKK_GENERIC_SECRET,
         name: "generic secret",
         lengths: &[],
-        max_generated: 512,
+        max_generated: GENERIC_MAX_GENERATED,
         check_value: None,
     },
 ];
@@ -71,7 +75,15 @@ impl Family for Aes {
         let aes = |flags| info(KEY_MIN, KEY_MAX, flags);
         let mut v = vec![
             (CKM_AES_KEY_GEN, aes(CKF_GENERATE)),
-            (CKM_GENERIC_SECRET_KEY_GEN, info(8, 4096, CKF_GENERATE)),
+            // In bits, as PKCS#11 counts this mechanism's key sizes.
+            (
+                CKM_GENERIC_SECRET_KEY_GEN,
+                info(
+                    (MIN_SECRET_LEN * 8) as CK_ULONG,
+                    (GENERIC_MAX_GENERATED * 8) as CK_ULONG,
+                    CKF_GENERATE,
+                ),
+            ),
             (CKM_AES_KEY_WRAP, aes(CKF_WRAP | CKF_UNWRAP)),
             (CKM_AES_KEY_WRAP_PAD, aes(CKF_WRAP | CKF_UNWRAP)),
             (CKM_AES_ECB_ENCRYPT_DATA, aes(CKF_DERIVE)),

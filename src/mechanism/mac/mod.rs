@@ -17,6 +17,7 @@ mod family;
 
 pub use family::Macs;
 
+use super::key_model::{check_secret_len, MIN_SECRET_LEN};
 use super::{HashAlg, SecretKeyType};
 use crate::error::{fail_because, Result};
 use cryptoki_sys::*;
@@ -76,7 +77,8 @@ const HMACS: &[(CK_MECHANISM_TYPE, CK_MECHANISM_TYPE, HashAlg, CK_KEY_TYPE)] = &
 ];
 
 /// The hashes' own HMAC key types (`CKK_SHA*_HMAC`, which SoftHSM accepts beside
-/// `CKK_GENERIC_SECRET`): any non-empty value; no mechanism generates them.
+/// `CKK_GENERIC_SECRET`): any value of `MIN_SECRET_LEN` bytes or more, as a generic secret;
+/// no mechanism generates them.
 pub static HMAC_KEY_TYPES: [SecretKeyType; 5] = [
     hmac_key_type(CKK_SHA_1_HMAC, "SHA-1 HMAC"),
     hmac_key_type(CKK_SHA224_HMAC, "SHA-224 HMAC"),
@@ -95,10 +97,12 @@ const fn hmac_key_type(key_type: CK_KEY_TYPE, name: &'static str) -> SecretKeyTy
     }
 }
 
-/// Key sizes of the HMAC mechanisms in `C_GetMechanismInfo`, in bytes as SoftHSM counts them:
-/// any non-empty key (RFC 2104 hashes one longer than the block) up to the longest
-/// `CKM_GENERIC_SECRET_KEY_GEN` makes.
-pub const HMAC_MIN_KEY: usize = 1;
+/// Key sizes of the HMAC mechanisms in `C_GetMechanismInfo`, in bytes as SoftHSM counts them
+/// (PKCS#11 names no unit for them): the shortest secret the token takes (`MIN_SECRET_LEN`:
+/// one HMAC output of a shorter key finds the key offline) up to the longest
+/// `CKM_GENERIC_SECRET_KEY_GEN` makes (RFC 2104 hashes a key longer than the block). `Mac::new`
+/// holds every key to them, a key stored before the minimum was enforced included.
+pub const HMAC_MIN_KEY: usize = MIN_SECRET_LEN;
 pub const HMAC_MAX_KEY: usize = 512;
 /// AES-CMAC keys are AES keys: 16, 24 or 32 bytes.
 const AES_BLOCK: usize = 16;
@@ -253,6 +257,10 @@ macro_rules! each_state {
 impl Mac {
     /// Starts `mech` with the secret key `key` (its type already checked by the caller).
     pub fn new(mech: &MacMechanism, key: &[u8]) -> Result<Mac> {
+        if let MacAlg::Hmac(_) = mech.alg {
+            // A key stored before the minimum was enforced: each MAC would reveal it again.
+            check_secret_len(key.len(), "MAC")?;
+        }
         let (min, max) = mech.alg.key_sizes();
         let size_ok = match mech.alg {
             MacAlg::AesCmac | MacAlg::AesMac => [16, 24, 32].contains(&key.len()),

@@ -4,6 +4,7 @@
 //! the PKCS#8 `PrivateKeyInfo` of RFC 5208 with its PKCS#1 `RSAPrivateKey` (RustCrypto's
 //! `pkcs8`/`pkcs1` through the `rsa` crate).
 
+use super::family::RSA_MIN_BITS;
 use crate::attributes::Attributes;
 use crate::engine::{self, KeyComponents, PreparedKey, PublicKey};
 use crate::error::{fail_because, Error, Result};
@@ -53,6 +54,23 @@ pub fn components(a: &Attributes) -> KeyComponents {
     }
 }
 
+/// Refuses a modulus shorter than `RSA_MIN_BITS`, the least `C_GetMechanismInfo` gives for
+/// every RSA mechanism and key generation makes, with `CKR_KEY_SIZE_RANGE` (why that code and
+/// not `CKR_ATTRIBUTE_VALUE_INVALID`: `key_model::check_secret_len`). A 512-bit modulus is
+/// factored in hours on rented machines; the engine (and the `rsa` crate under it) would sign
+/// with one from 512 bits up, so the token's own limit is checked here.
+pub fn check_modulus_bits(bits: usize) -> Result<()> {
+    if (bits as CK_ULONG) < RSA_MIN_BITS {
+        return fail_because(
+            CKR_KEY_SIZE_RANGE,
+            format!(
+                "an RSA key of {bits} bits is too small: the token takes RSA keys of {RSA_MIN_BITS} bits or more; make a new key of 2048 bits or more"
+            ),
+        );
+    }
+    Ok(())
+}
+
 fn not_wrappable(why: &str) -> Error {
     log::info!("CKR_KEY_NOT_WRAPPABLE: {why}");
     Error(CKR_KEY_NOT_WRAPPABLE)
@@ -94,8 +112,10 @@ impl KeyModel for RsaKeys {
         false
     }
 
-    /// A private key needs its primes and gets its missing CRT parts; a public key its
-    /// `CKA_MODULUS_BITS`; both `CKA_PUBLIC_KEY_INFO`.
+    /// A modulus of `RSA_MIN_BITS` or more (`check_modulus_bits`); a private key needs its
+    /// primes and gets its missing CRT parts; a public key its `CKA_MODULUS_BITS`; both
+    /// `CKA_PUBLIC_KEY_INFO`. Every new RSA key object passes here: created, generated,
+    /// unwrapped (`object::derive_key_attributes`).
     fn complete(&self, a: &mut Attributes, class: CK_OBJECT_CLASS) -> Result<()> {
         let n = a.get(CKA_MODULUS).unwrap_or(&[]).to_vec();
         let e = a.get(CKA_PUBLIC_EXPONENT).unwrap_or(&[]).to_vec();
@@ -103,6 +123,7 @@ impl KeyModel for RsaKeys {
             log::info!("RSA key rejected: {err}");
             Error(CKR_ATTRIBUTE_VALUE_INVALID)
         })?;
+        check_modulus_bits(public.modulus_bits())?;
         if class == CKO_PRIVATE_KEY {
             let c = components(a);
             if c.prime_1.is_empty() || c.prime_2.is_empty() {

@@ -8,7 +8,7 @@ pub mod keys;
 mod ops;
 pub mod pad;
 
-pub use family::{hash_pkcs_mechanism, hash_pss_mechanism, Rsa};
+pub use family::{hash_pkcs_mechanism, hash_pss_mechanism, Rsa, RSA_MIN_BITS};
 
 use super::HashAlg;
 use crate::engine::{left_pad, EngineError, PreparedKey, PublicKey};

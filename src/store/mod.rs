@@ -162,7 +162,12 @@ pub trait Store: Send + Sync {
     /// Stores new objects in one transaction (a key pair is both keys or neither), if every
     /// object `unchanged` names (id, version) is still at that version (the source of a copy);
     /// `CKR_CHANGED_MEANWHILE` otherwise.
-    fn create(&self, slot_id: CK_SLOT_ID, objects: &[ObjectRecord], unchanged: &[(u64, u64)]) -> Result<Vec<u64>>;
+    fn create(
+        &self,
+        slot_id: CK_SLOT_ID,
+        objects: &[ObjectRecord],
+        unchanged: &[(u64, u64)],
+    ) -> Result<Vec<u64>>;
     /// Replaces an object read at `version`; `CKR_CHANGED_MEANWHILE` when it changed since.
     fn update(&self, slot_id: CK_SLOT_ID, id: u64, version: u64, record: &ObjectRecord) -> Result<()>;
     /// Destroys an object read at `version`; `CKR_CHANGED_MEANWHILE` when it changed since.

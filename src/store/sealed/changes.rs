@@ -55,9 +55,19 @@ impl Sealed {
 
     /// In a transaction: the row `id` as it is now, if it is still at `version`; a tagged row
     /// changes only with the token key.
-    fn expect(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID, id: u64, version: u64, keyed: bool) -> Result<ObjectRow> {
+    fn expect(
+        &self,
+        tx: &mut dyn Tx,
+        slot: CK_SLOT_ID,
+        id: u64,
+        version: u64,
+        keyed: bool,
+    ) -> Result<ObjectRow> {
         let Some(row) = tx.object(slot, id)? else {
-            return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {id} of slot {slot} no longer exists"));
+            return fail_because(
+                CKR_OBJECT_HANDLE_INVALID,
+                format!("object {id} of slot {slot} no longer exists"),
+            );
         };
         if (row.tag.is_some() || row.private) && !keyed {
             return fail_because(
@@ -66,7 +76,10 @@ impl Sealed {
             );
         }
         if row.version != version {
-            log::debug!("slot {slot}: object {id} changed since it was read (version {version}, now {})", row.version);
+            log::debug!(
+                "slot {slot}: object {id} changed since it was read (version {version}, now {})",
+                row.version
+            );
             return fail(CKR_CHANGED_MEANWHILE);
         }
         Ok(row)
@@ -96,7 +109,10 @@ impl Sealed {
                     row.tag = Some(tag);
                 }
                 if !tx.put_object(slot, &row)? {
-                    return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {id} of slot {slot} no longer exists"));
+                    return fail_because(
+                        CKR_OBJECT_HANDLE_INVALID,
+                        format!("object {id} of slot {slot} no longer exists"),
+                    );
                 }
                 Ok(row.tag)
             };
@@ -109,7 +125,11 @@ impl Sealed {
                         ids.push(id);
                         wrote.push((id, tag));
                     }
-                    Change::Update { id, version: v, record } => {
+                    Change::Update {
+                        id,
+                        version: v,
+                        record,
+                    } => {
                         let old = self.expect(tx, slot, *id, *v, u.is_some())?;
                         if let (Some(u), Some(s), Some(t)) = (&u, summary.as_mut(), &old.tag) {
                             s.remove(&u.records, *id, t);
@@ -157,7 +177,14 @@ impl Sealed {
 
     /// Tags `row` as object of a new token (`import_token`): version and tag set, and its
     /// entry added to `summary`.
-    pub(super) fn tag_new(&self, slot: CK_SLOT_ID, u: &Unlocked, row: &mut ObjectRow, version: u64, summary: &mut Summary) {
+    pub(super) fn tag_new(
+        &self,
+        slot: CK_SLOT_ID,
+        u: &Unlocked,
+        row: &mut ObjectRow,
+        version: u64,
+        summary: &mut Summary,
+    ) {
         row.version = version;
         let tag = u.records.tag(slot, row);
         summary.add(&u.records, row.id, &tag);

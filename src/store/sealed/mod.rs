@@ -13,9 +13,9 @@ mod objects;
 mod pin;
 
 use super::backend::{self, transact, Backend, PinRow, TokenRow, Tx};
-use changes::Change;
 use super::{Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
 use crate::error::{fail, fail_because, Error, Result};
+use changes::Change;
 use crypt::{KdfParams, Key};
 use cryptoki_sys::*;
 use parking_lot::Mutex;
@@ -365,7 +365,11 @@ impl Store for Sealed {
         known: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Found>> {
         let u = self.unlocked(slot);
-        let key = if with_private { u.as_ref().map(|u| u.key.clone()) } else { None };
+        let key = if with_private {
+            u.as_ref().map(|u| u.key.clone())
+        } else {
+            None
+        };
         let row_query = objects::row_query(query, key.as_ref());
         let mut rows = self.backend.find(slot, &row_query)?;
         let mut out = Vec::with_capacity(rows.len());
@@ -427,7 +431,12 @@ impl Store for Sealed {
         Err(self.damaged(slot, id, "it is not the token's current record"))
     }
 
-    fn create(&self, slot: CK_SLOT_ID, objects: &[ObjectRecord], unchanged: &[(u64, u64)]) -> Result<Vec<u64>> {
+    fn create(
+        &self,
+        slot: CK_SLOT_ID,
+        objects: &[ObjectRecord],
+        unchanged: &[(u64, u64)],
+    ) -> Result<Vec<u64>> {
         let changes: Vec<Change> = unchanged
             .iter()
             .map(|&(id, version)| Change::Unchanged { id, version })

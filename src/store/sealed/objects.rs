@@ -135,14 +135,20 @@ impl Sealed {
         authenticated: bool,
     ) -> Result<Option<StoredObject>> {
         let id = row.id;
-        let mut fields = from_bytes(&row.clear).ok_or_else(|| self.damaged(slot, id, "clear attributes unreadable"))?;
-        let sealed = from_bytes(&row.sealed).ok_or_else(|| self.damaged(slot, id, "sealed attributes unreadable"))?;
+        let mut fields =
+            from_bytes(&row.clear).ok_or_else(|| self.damaged(slot, id, "clear attributes unreadable"))?;
+        let sealed =
+            from_bytes(&row.sealed).ok_or_else(|| self.damaged(slot, id, "sealed attributes unreadable"))?;
         if let Some((t, _)) = row
             .private
             .then(|| fields.iter().find(|(t, _)| !PRIVATE_CLEAR.contains(t)))
             .flatten()
         {
-            return Err(self.damaged(slot, id, &format!("private record holds attribute 0x{t:x} in clear")));
+            return Err(self.damaged(
+                slot,
+                id,
+                &format!("private record holds attribute 0x{t:x} in clear"),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         if let Some((t, _)) = fields.iter().chain(&sealed).find(|(t, _)| !seen.insert(*t)) {

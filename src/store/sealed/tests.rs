@@ -163,7 +163,12 @@ fn private_records_need_a_login_and_logout_forgets_the_key() {
         );
         assert!(s.load(0, id).unwrap().is_none(), "{}", c.name);
         assert_eq!(
-            rv(s.update(0, id, s.load(0, id).map_or(0, |o| o.map_or(0, |o| o.version)), &private_key(b"k1", b"x"))),
+            rv(s.update(
+                0,
+                id,
+                s.load(0, id).map_or(0, |o| o.map_or(0, |o| o.version)),
+                &private_key(b"k1", b"x")
+            )),
             CKR_USER_NOT_LOGGED_IN
         );
         // ...the public one is.
@@ -682,4 +687,189 @@ fn a_search_opens_only_the_records_the_caller_does_not_hold() {
         .map(|o| o.id)
         .collect();
     assert_eq!(opened, vec![ids[0], ids[2]]);
+}
+
+/// What a writer of the store without a PIN does to a row (`tamper_table`).
+type Tamper = fn(&mut backend::ObjectRow, &backend::ObjectRow);
+
+/// Each edit of one row, as a writer of the store file or database without a PIN makes it:
+/// a tagged row so edited is never used (not loaded, left out of searches, logged), on every
+/// backend, private and public rows alike. `old` is the row before its last change, for
+/// rollbacks.
+#[test]
+fn every_edit_of_an_authenticated_row_is_refused() {
+    let table: &[(&str, Tamper)] = &[
+        ("class column", |r, _| r.class = Some(r.class.unwrap_or(0) ^ 1)),
+        ("class column cleared", |r, _| r.class = None),
+        ("key_id column", |r, _| r.key_id = Some(b"other".to_vec())),
+        ("label column", |r, _| r.label = Some(b"other".to_vec())),
+        ("private flag", |r, _| r.private = !r.private),
+        ("version", |r, _| r.version += 1),
+        ("a clear value added", |r, _| {
+            let mut f = super::objects::from_bytes(&r.clear).unwrap();
+            f.push((CKA_SENSITIVE, Zeroizing::new(vec![0])));
+            r.clear = super::objects::to_bytes(f.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec();
+        }),
+        ("a clear value dropped", |r, _| {
+            let f = super::objects::from_bytes(&r.clear).unwrap();
+            r.clear = super::objects::to_bytes(f.iter().skip(1).map(|(t, v)| (*t, v.as_slice()))).to_vec();
+        }),
+        (
+            "a sealed value dropped (one added where there is none)",
+            |r, _| {
+                let mut f = super::objects::from_bytes(&r.sealed).unwrap();
+                if f.is_empty() {
+                    f.push((CKA_VALUE, Zeroizing::new(vec![0; 28])));
+                } else {
+                    f.remove(0);
+                }
+                r.sealed = super::objects::to_bytes(f.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec();
+            },
+        ),
+        ("the tag flipped", |r, _| r.tag.as_mut().unwrap()[0] ^= 1),
+        ("the tag stripped", |r, _| r.tag = None),
+        ("rolled back to its older copy", |r, old| *r = old.clone()),
+        ("rolled back, its tag stripped", |r, old| {
+            *r = old.clone();
+            r.tag = None;
+        }),
+    ];
+    for c in cases() {
+        let s = &c.store;
+        for (what, tamper) in table {
+            for private in [true, false] {
+                s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+                s.login(0, PinOwner::User, USER).unwrap();
+                let record = if private {
+                    private_key(b"k", b"target")
+                } else {
+                    public_data(b"target")
+                };
+                let other = s.create(0, &[public_data(b"bystander")], &[]).unwrap()[0];
+                let id = s.create(0, &[record.clone()], &[]).unwrap()[0];
+                let old = s.backend.object(0, id).unwrap().unwrap();
+                s.update(0, id, old.version, &record).unwrap();
+                let mut row = s.backend.object(0, id).unwrap().unwrap();
+                tamper(&mut row, &old);
+                transact(&*s.backend, |tx| tx.put_object(0, &row).map(drop)).unwrap();
+                let name = format!(
+                    "{}: {what} ({})",
+                    c.name,
+                    if private { "private" } else { "public" }
+                );
+                assert_eq!(rv(s.load(0, id)), CKR_DEVICE_ERROR, "{name}: load");
+                assert!(
+                    s.find(0, &by_label(b"target"), true).unwrap().is_empty(),
+                    "{name}: find"
+                );
+                // A fresh login (another process) does not take it either.
+                s.logout(0);
+                match rv(s.login(0, PinOwner::User, USER)) {
+                    // The set of rows no longer adds up: nothing is used.
+                    CKR_DEVICE_ERROR => {}
+                    CKR_OK => {
+                        assert_eq!(rv(s.load(0, id)), CKR_DEVICE_ERROR, "{name}: load after login");
+                        assert!(s.load(0, other).unwrap().is_some(), "{name}: the bystander");
+                    }
+                    r => panic!("{name}: login gave 0x{r:x}"),
+                }
+                s.logout(0);
+            }
+        }
+    }
+}
+
+/// The token's summary edited, or a row removed or added with a forged tag: the set of rows
+/// no longer adds up, and a login (every process's first look) refuses the token's objects.
+#[test]
+fn a_removed_row_or_an_edited_summary_breaks_the_login() {
+    let table: &[(&str, fn(&dyn backend::Backend, u64))] = &[
+        ("a row deleted", |b, id| {
+            transact(b, |tx| tx.delete_object(0, id).map(drop)).unwrap();
+        }),
+        ("the summary flipped", |b, _| {
+            transact(b, |tx| {
+                let mut t = tx.token(0)?.unwrap();
+                t.summary.as_mut().unwrap()[5] ^= 1;
+                tx.update_token(&t)
+            })
+            .unwrap();
+        }),
+        ("the summary removed", |b, _| {
+            transact(b, |tx| {
+                let mut t = tx.token(0)?.unwrap();
+                t.summary = None;
+                tx.update_token(&t)
+            })
+            .unwrap();
+        }),
+        ("a copy of a row added under a new id", |b, id| {
+            let row = b.object(0, id).unwrap().unwrap();
+            transact(b, |tx| {
+                let new = tx.new_object(0)?;
+                tx.put_object(
+                    0,
+                    &backend::ObjectRow {
+                        id: new,
+                        ..row.clone()
+                    },
+                )
+                .map(drop)
+            })
+            .unwrap();
+        }),
+    ];
+    for c in cases() {
+        let s = &c.store;
+        for (what, tamper) in table {
+            s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+            s.login(0, PinOwner::User, USER).unwrap();
+            let id = s
+                .create(0, &[private_key(b"k", b"target"), public_data(b"p")], &[])
+                .unwrap()[0];
+            s.logout(0);
+            tamper(&*s.backend, id);
+            let r = rv(s.login(0, PinOwner::User, USER));
+            // A removed summary reads as a store to upgrade: the upgrade refuses rows that
+            // carry tags (they were written under a summary), and the count is short.
+            assert_eq!(r, CKR_DEVICE_ERROR, "{}: {what}", c.name);
+        }
+    }
+}
+
+/// A public object written without a login has no tag: it is used, but grants no right
+/// (`authenticated` false), and a process without the key changes no authenticated row.
+#[test]
+fn objects_written_without_a_login_are_unauthenticated() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        let loose = s.create(0, &[public_data(b"loose")], &[]).unwrap()[0];
+        s.login(0, PinOwner::User, USER).unwrap();
+        let tagged = s.create(0, &[public_data(b"tagged")], &[]).unwrap()[0];
+        let read = |id| s.load(0, id).unwrap().unwrap();
+        assert!(!read(loose).authenticated, "{}", c.name);
+        assert!(read(tagged).authenticated, "{}", c.name);
+        s.logout(0);
+        // Without a login nothing is authenticated, and a tagged row cannot be changed.
+        assert!(!read(tagged).authenticated, "{}", c.name);
+        let v = read(tagged).version;
+        assert_eq!(
+            rv(s.update(0, tagged, v, &public_data(b"x"))),
+            CKR_USER_NOT_LOGGED_IN,
+            "{}",
+            c.name
+        );
+        assert_eq!(rv(s.destroy(0, tagged, v)), CKR_USER_NOT_LOGGED_IN, "{}", c.name);
+        // An untagged one can, as PKCS#11 lets a public session.
+        let v = read(loose).version;
+        s.update(0, loose, v, &public_data(b"loose")).unwrap();
+        // A stale version is refused: the caller reads again.
+        assert_eq!(
+            rv(s.update(0, loose, v, &public_data(b"loose"))),
+            crate::store::CKR_CHANGED_MEANWHILE,
+            "{}",
+            c.name
+        );
+    }
 }

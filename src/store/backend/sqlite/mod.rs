@@ -246,7 +246,9 @@ impl Backend for SqliteBackend {
             // objects_tags covers it: the rows' values are not read.
             let tags = tx
                 .prepare_cached("SELECT id, tag FROM objects WHERE slot_id = ?1 AND tag IS NOT NULL")?
-                .query_map(params![slot as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?
+                .query_map(params![slot as i64], |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+                })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             tx.finish()?;
             Ok(TagScan { summary, tags })
@@ -414,7 +416,10 @@ impl Tx for SqliteTx<'_> {
             .prepare_cached(&format!(
                 "SELECT {OBJECT_COLUMNS} FROM objects WHERE id = ?1 AND slot_id = ?2"
             ))
-            .and_then(|mut st| st.query_row(params![id as i64, slot as i64], object_from_row).optional())
+            .and_then(|mut st| {
+                st.query_row(params![id as i64, slot as i64], object_from_row)
+                    .optional()
+            })
             .map_err(|e| self.backend.read_err(e))
     }
 

@@ -3,7 +3,9 @@
 # The pinned archive is checked by its SHA-256; the virtual environment is kept under target/
 # so later runs skip the download.
 # What must hold: no failure but test_ecc's test_derive_key (it derives on P-192, which ferrohsm
-# leaves out on purpose: CKR_CURVE_NOT_SUPPORTED), at least 132 passed, and every skip is either
+# leaves out on purpose: CKR_CURVE_NOT_SUPPORTED) and test_x509's test_verify_certificate_rsa
+# (it imports the 512-bit RSA key of its certificate, below the 1,024 bits C_GetMechanismInfo
+# gives: CKR_KEY_SIZE_RANGE on every path, docs/security.md), at least 132 passed, and every skip is either
 # "SoftHSMv2 only" or asks for a mechanism ferrohsm deliberately does not offer (DES, DH, DSA)
 # or has not built yet (ML-KEM): a mechanism that stops being listed fails here. ML-DSA is
 # offered, so test_ml_dsa must run and pass.
@@ -44,7 +46,7 @@ import re, sys, xml.etree.ElementTree as ET
 # Mechanisms the suite may find missing: DSA (16, 18, 8192), DH (32, 33, 8193), DES (304, 305,
 # 310), ML-KEM (15, 23).
 absent = {16, 18, 8192, 32, 33, 8193, 304, 305, 310, 15, 23}
-expected_failures = {"tests.test_ecc.ECCTests.test_derive_key"}
+expected_failures = {"tests.test_ecc.ECCTests.test_derive_key", "tests.test_x509.X509Tests.test_verify_certificate_rsa"}
 passed, failed, bad_skips = 0, set(), []
 for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     name = f"{case.get('classname')}.{case.get('name')}"

@@ -746,7 +746,7 @@ fn every_edit_of_an_authenticated_row_is_refused() {
                     public_data(b"target")
                 };
                 let other = s.create(0, &[public_data(b"bystander")], &[]).unwrap()[0];
-                let id = s.create(0, &[record.clone()], &[]).unwrap()[0];
+                let id = s.create(0, std::slice::from_ref(&record), &[]).unwrap()[0];
                 let old = s.backend.object(0, id).unwrap().unwrap();
                 s.update(0, id, old.version, &record).unwrap();
                 let mut row = s.backend.object(0, id).unwrap().unwrap();
@@ -783,7 +783,8 @@ fn every_edit_of_an_authenticated_row_is_refused() {
 /// no longer adds up, and a login (every process's first look) refuses the token's objects.
 #[test]
 fn a_removed_row_or_an_edited_summary_breaks_the_login() {
-    let table: &[(&str, fn(&dyn backend::Backend, u64))] = &[
+    type Edit = fn(&dyn backend::Backend, u64);
+    let table: &[(&str, Edit)] = &[
         ("a row deleted", |b, id| {
             transact(b, |tx| tx.delete_object(0, id).map(drop)).unwrap();
         }),

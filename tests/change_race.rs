@@ -37,21 +37,6 @@ fn rounds() -> usize {
         .unwrap_or(10_000 / KEYS)
 }
 
-fn util(conf: &Path, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
-        .arg("--module")
-        .arg(module_path())
-        .args(args)
-        .env("FERROHSM_CONF", conf)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ferrohsm-util {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn session() -> Session {
     let p = load();
     let slot = p

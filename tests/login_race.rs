@@ -224,22 +224,6 @@ fn pg_conf(pg: &Pg, dir: &Path, url: &str) -> PathBuf {
     conf
 }
 
-fn util(conf: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
-        .arg("--module")
-        .arg(module_path())
-        .args(args)
-        .env("FERROHSM_CONF", conf)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ferrohsm-util {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 fn racer_cmd(conf: &Path, spec: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args(["--exact", this_test(), "--nocapture", "--test-threads", "1"])

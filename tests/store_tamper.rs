@@ -77,6 +77,17 @@ impl Db {
             .expect("the row")
     }
 
+    /// The row of the last secret key made: the locked key (`setup`).
+    fn locked_row(&self) -> i64 {
+        self.0
+            .query_row(
+                "SELECT id FROM objects WHERE private = 1 AND class = 4 ORDER BY id DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
     fn clear(&self, id: i64) -> Vec<(u64, Vec<u8>)> {
         parse(
             &self
@@ -262,13 +273,7 @@ fn edits_of_the_store_file_give_an_attacker_nothing() {
         (
             "clear CKA_SENSITIVE false and CKA_EXTRACTABLE true added to the locked key's row",
             |db, _| {
-                let id: i64 =
-                    db.0.query_row(
-                        "SELECT id FROM objects WHERE private = 1 AND class = 4 ORDER BY id DESC LIMIT 1",
-                        [],
-                        |r| r.get(0),
-                    )
-                    .unwrap();
+                let id = db.locked_row();
                 let mut f = db.clear(id);
                 set(&mut f, CKA_SENSITIVE, vec![0]);
                 set(&mut f, CKA_EXTRACTABLE, vec![1]);
@@ -279,13 +284,7 @@ fn edits_of_the_store_file_give_an_attacker_nothing() {
         (
             "the locked key's class made CKO_DATA (a data object's value is readable)",
             |db, _| {
-                let id: i64 =
-                    db.0.query_row(
-                        "SELECT id FROM objects WHERE private = 1 AND class = 4 ORDER BY id DESC LIMIT 1",
-                        [],
-                        |r| r.get(0),
-                    )
-                    .unwrap();
+                let id = db.locked_row();
                 let mut f = db.clear(id);
                 set(&mut f, CKA_CLASS, 0u64.to_ne_bytes().to_vec());
                 db.set_clear(id, &f);

@@ -25,6 +25,24 @@ pub fn module_path() -> PathBuf {
     so
 }
 
+/// Runs `ferrohsm-util` with the module under test on the configuration `conf`; it must
+/// succeed.
+pub fn util(conf: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .arg("--module")
+        .arg(module_path())
+        .args(args)
+        .env("FERROHSM_CONF", conf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ferrohsm-util {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The bytes of a hex string (whitespace between digit pairs ignored): test vectors and the
 /// output of tools such as `openssl rsa -modulus`.
 pub fn unhex(s: &str) -> Vec<u8> {

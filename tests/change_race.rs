@@ -167,7 +167,10 @@ fn read_until(out: &mut impl BufRead, marker: &str) -> String {
     let mut seen = String::new();
     loop {
         let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "ended before {marker}: {seen}");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "ended before {marker}: {seen}"
+        );
         // The test harness may print its own words before ours on the line.
         if let Some((_, rest)) = line.split_once(marker) {
             return rest.trim().to_string();
@@ -180,7 +183,16 @@ fn read_until(out: &mut impl BufRead, marker: &str) -> String {
 fn race(test: &str, confs: &[PathBuf]) {
     util(
         &confs[0],
-        &["init-token", "--free", "--label", LABEL, "--so-pin", SO_PIN, "--pin", USER_PIN],
+        &[
+            "init-token",
+            "--free",
+            "--label",
+            LABEL,
+            "--so-pin",
+            SO_PIN,
+            "--pin",
+            USER_PIN,
+        ],
     );
     let mut maker = child(test, &confs[0], "make");
     let mut out = BufReader::new(maker.stdout.take().unwrap());
@@ -234,7 +246,10 @@ fn changes_racing_from_two_processes_on_sqlite_are_all_kept() {
         "[store]\npath = \"store\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n",
     )
     .unwrap();
-    race("changes_racing_from_two_processes_on_sqlite_are_all_kept", &[conf]);
+    race(
+        "changes_racing_from_two_processes_on_sqlite_are_all_kept",
+        &[conf],
+    );
 }
 
 #[test]

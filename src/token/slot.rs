@@ -104,18 +104,32 @@ impl Token {
 
     /// Re-reads the record (PIN counters change in other processes too). A new epoch means
     /// another process re-initialised the token: its objects are gone and this process's
-    /// login with them.
+    /// login with them. A new key generation that this process's key is not of means another
+    /// process replaced the token key (a PIN change): the objects stay, the login ends.
     pub fn refresh_record(&self) -> Option<TokenRecord> {
         if let Ok(tokens) = self.store.tokens() {
             if let Some(r) = tokens.into_iter().find(|t| t.slot_id == self.slot_id) {
-                let epoch = r.epoch;
+                let (epoch, key_generation) = (r.epoch, r.key_generation);
                 let old = self.record.write().replace(r);
-                if old.is_some_and(|o| o.epoch != epoch) {
+                if old.as_ref().is_some_and(|o| o.epoch != epoch) {
                     self.reinitialised_elsewhere();
+                } else if old.is_some_and(|o| o.key_generation != key_generation)
+                    && self.login_state() != LoginState::Public
+                    && self.store.held_key(self.slot_id) != Some((epoch, key_generation))
+                {
+                    self.key_replaced_elsewhere();
                 }
             }
         }
         self.record()
+    }
+
+    fn key_replaced_elsewhere(&self) {
+        log::warn!(
+            "slot {}: another process replaced the token key (a PIN change or ferrohsm-util rotate-key); this application is logged out: log in again",
+            self.slot_id
+        );
+        self.log_out();
     }
 
     fn reinitialised_elsewhere(&self) {
@@ -167,7 +181,10 @@ impl Token {
             self.token_object(handle)?
         };
         if obj.attrs.is_private() && !self.user_logged_in() {
-            return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {handle} is private and no user is logged in"));
+            return fail_because(
+                CKR_OBJECT_HANDLE_INVALID,
+                format!("object {handle} is private and no user is logged in"),
+            );
         }
         Ok(obj)
     }
@@ -194,7 +211,11 @@ impl Token {
                 // A record that is damaged or not the token's current one is not used: its
                 // handle is invalid (the store logged why).
                 self.cache.remove(&handle);
-                return Err(if e.rv() == CKR_DEVICE_ERROR { Error(CKR_OBJECT_HANDLE_INVALID) } else { e });
+                return Err(if e.rv() == CKR_DEVICE_ERROR {
+                    Error(CKR_OBJECT_HANDLE_INVALID)
+                } else {
+                    e
+                });
             }
         };
         Ok(self.remember(handle, attrs, version, generation))
@@ -202,7 +223,13 @@ impl Token {
 
     /// Caches a token object read at `generation`, keeping the prepared object when the
     /// attributes and version are unchanged so a busy signer does not re-prepare its keys.
-    fn remember(&self, handle: CK_OBJECT_HANDLE, attrs: Attributes, version: u64, generation: u64) -> Arc<Object> {
+    fn remember(
+        &self,
+        handle: CK_OBJECT_HANDLE,
+        attrs: Attributes,
+        version: u64,
+        generation: u64,
+    ) -> Arc<Object> {
         let obj = match self.cache.peek(&handle) {
             Some((cached, seen)) if cached.attrs == attrs && cached.version == version => {
                 if seen == generation {
@@ -314,7 +341,11 @@ impl Token {
 
     /// Stores new token objects in one transaction; with `source` (a copy's), only if that
     /// token object is still as it was read (`CKR_CHANGED_MEANWHILE` otherwise).
-    pub fn store_objects(&self, objects: &[&Attributes], source: Option<&Object>) -> Result<Vec<CK_OBJECT_HANDLE>> {
+    pub fn store_objects(
+        &self,
+        objects: &[&Attributes],
+        source: Option<&Object>,
+    ) -> Result<Vec<CK_OBJECT_HANDLE>> {
         let records: Vec<_> = objects.iter().map(|a| records::split(a)).collect();
         let unchanged: Vec<(u64, u64)> = source
             .filter(|o| o.owner.is_none())
@@ -437,7 +468,9 @@ mod tests {
                 a
             })
             .collect();
-        token.store_objects(&keys.iter().collect::<Vec<_>>(), None).unwrap();
+        token
+            .store_objects(&keys.iter().collect::<Vec<_>>(), None)
+            .unwrap();
         calls.reset();
         let template = vec![(CKA_LABEL, b"batch".to_vec())];
         let (found, at) = token.find(&template).unwrap();

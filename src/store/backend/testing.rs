@@ -26,10 +26,16 @@ pub struct Calls {
 impl Calls {
     /// Reads of any kind so far.
     pub fn reads(&self) -> usize {
-        [&self.tokens, &self.generation, &self.object, &self.find, &self.tags]
-            .iter()
-            .map(|c| c.load(SeqCst))
-            .sum()
+        [
+            &self.tokens,
+            &self.generation,
+            &self.object,
+            &self.find,
+            &self.tags,
+        ]
+        .iter()
+        .map(|c| c.load(SeqCst))
+        .sum()
     }
 
     pub fn reset(&self) {

@@ -10,6 +10,7 @@ use crate::error::{fail, fail_because, Error, Result};
 use crate::store::backend::{transact, ObjectRow, TagScan, TokenRow, Tx};
 use crate::store::{ObjectRecord, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
+use std::sync::Arc;
 
 /// One change of a token's objects.
 pub(super) enum Change<'a> {
@@ -36,7 +37,7 @@ const UPGRADE_BATCH: usize = 256;
 impl Sealed {
     /// The token's summary, opened with this process's key; an error (logged) when it is
     /// missing or its MAC fails.
-    fn summary_of(&self, slot: CK_SLOT_ID, u: &Unlocked, token: &TokenRow) -> Result<Summary> {
+    pub(super) fn summary_of(&self, slot: CK_SLOT_ID, u: &Unlocked, token: &TokenRow) -> Result<Summary> {
         let Some(stored) = &token.summary else {
             log::error!(
                 "token store {}: slot {slot} has no summary of its records; log in again to upgrade the store",
@@ -55,9 +56,19 @@ impl Sealed {
 
     /// In a transaction: the row `id` as it is now, if it is still at `version`; a tagged row
     /// changes only with the token key.
-    fn expect(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID, id: u64, version: u64, keyed: bool) -> Result<ObjectRow> {
+    fn expect(
+        &self,
+        tx: &mut dyn Tx,
+        slot: CK_SLOT_ID,
+        id: u64,
+        version: u64,
+        keyed: bool,
+    ) -> Result<ObjectRow> {
         let Some(row) = tx.object(slot, id)? else {
-            return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {id} of slot {slot} no longer exists"));
+            return fail_because(
+                CKR_OBJECT_HANDLE_INVALID,
+                format!("object {id} of slot {slot} no longer exists"),
+            );
         };
         if (row.tag.is_some() || row.private) && !keyed {
             return fail_because(
@@ -66,7 +77,10 @@ impl Sealed {
             );
         }
         if row.version != version {
-            log::debug!("slot {slot}: object {id} changed since it was read (version {version}, now {})", row.version);
+            log::debug!(
+                "slot {slot}: object {id} changed since it was read (version {version}, now {})",
+                row.version
+            );
             return fail(CKR_CHANGED_MEANWHILE);
         }
         Ok(row)
@@ -96,7 +110,10 @@ impl Sealed {
                     row.tag = Some(tag);
                 }
                 if !tx.put_object(slot, &row)? {
-                    return fail_because(CKR_OBJECT_HANDLE_INVALID, format!("object {id} of slot {slot} no longer exists"));
+                    return fail_because(
+                        CKR_OBJECT_HANDLE_INVALID,
+                        format!("object {id} of slot {slot} no longer exists"),
+                    );
                 }
                 Ok(row.tag)
             };
@@ -109,7 +126,11 @@ impl Sealed {
                         ids.push(id);
                         wrote.push((id, tag));
                     }
-                    Change::Update { id, version: v, record } => {
+                    Change::Update {
+                        id,
+                        version: v,
+                        record,
+                    } => {
                         let old = self.expect(tx, slot, *id, *v, u.is_some())?;
                         if let (Some(u), Some(s), Some(t)) = (&u, summary.as_mut(), &old.tag) {
                             s.remove(&u.records, *id, t);
@@ -157,7 +178,14 @@ impl Sealed {
 
     /// Tags `row` as object of a new token (`import_token`): version and tag set, and its
     /// entry added to `summary`.
-    pub(super) fn tag_new(&self, slot: CK_SLOT_ID, u: &Unlocked, row: &mut ObjectRow, version: u64, summary: &mut Summary) {
+    pub(super) fn tag_new(
+        &self,
+        slot: CK_SLOT_ID,
+        u: &Unlocked,
+        row: &mut ObjectRow,
+        version: u64,
+        summary: &mut Summary,
+    ) {
         row.version = version;
         let tag = u.records.tag(slot, row);
         summary.add(&u.records, row.id, &tag);
@@ -220,8 +248,18 @@ impl Sealed {
     /// Reads the ledger again in full (one index scan) and checks it against the token's
     /// summary; whether it adds up. When it does not, the ledger is broken (every tagged row
     /// is refused) and an error says so.
-    pub(super) fn reread_ledger(&self, slot: CK_SLOT_ID, u: &Unlocked) -> Result<bool> {
-        Ok(self.check_ledger(slot, u, self.backend.tags(slot)?))
+    /// A summary that does not open because another process replaced the key meanwhile is
+    /// `CKR_USER_NOT_LOGGED_IN` (`Sealed::key_replaced`), not a broken ledger.
+    pub(super) fn reread_ledger(&self, slot: CK_SLOT_ID, u: &Arc<Unlocked>) -> Result<bool> {
+        let scan = self.backend.tags(slot)?;
+        let opens = scan
+            .summary
+            .as_deref()
+            .is_some_and(|s| Summary::open(&u.records, slot, u.epoch, s).is_some());
+        if !opens && self.key_replaced(slot, u) {
+            return fail(CKR_USER_NOT_LOGGED_IN);
+        }
+        Ok(self.check_ledger(slot, u, scan))
     }
 
     /// `reread_ledger` on a scan already made.

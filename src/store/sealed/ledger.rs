@@ -38,7 +38,8 @@ pub(super) struct RecordKeys {
     entry: aes::Aes256,
 }
 
-fn derive(token_key: &Key, purpose: &[u8]) -> Key {
+/// A key for one `purpose`, derived from the token key.
+pub(super) fn derive(token_key: &Key, purpose: &[u8]) -> Key {
     let mut m = <Hmac as KeyInit>::new_from_slice(&token_key[..]).expect("any key length");
     m.update(b"ferrohsm derived key: ");
     m.update(purpose);
@@ -269,18 +270,85 @@ mod tests {
         let base = row(5);
         let t = k.tag(0, &base);
         let variants: Vec<(&str, ObjectRow)> = vec![
-            ("id", ObjectRow { id: 6, ..base.clone() }),
-            ("version", ObjectRow { version: 8, ..base.clone() }),
-            ("private", ObjectRow { private: false, ..base.clone() }),
-            ("class", ObjectRow { class: Some(4), ..base.clone() }),
-            ("no class", ObjectRow { class: None, ..base.clone() }),
-            ("key_id", ObjectRow { key_id: Some(vec![2]), ..base.clone() }),
-            ("no key_id", ObjectRow { key_id: None, ..base.clone() }),
-            ("label", ObjectRow { label: Some(b"m".to_vec()), ..base.clone() }),
-            ("clear", ObjectRow { clear: vec![1, 2], ..base.clone() }),
-            ("sealed", ObjectRow { sealed: vec![4, 5, 6], ..base.clone() }),
+            (
+                "id",
+                ObjectRow {
+                    id: 6,
+                    ..base.clone()
+                },
+            ),
+            (
+                "version",
+                ObjectRow {
+                    version: 8,
+                    ..base.clone()
+                },
+            ),
+            (
+                "private",
+                ObjectRow {
+                    private: false,
+                    ..base.clone()
+                },
+            ),
+            (
+                "class",
+                ObjectRow {
+                    class: Some(4),
+                    ..base.clone()
+                },
+            ),
+            (
+                "no class",
+                ObjectRow {
+                    class: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "key_id",
+                ObjectRow {
+                    key_id: Some(vec![2]),
+                    ..base.clone()
+                },
+            ),
+            (
+                "no key_id",
+                ObjectRow {
+                    key_id: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "label",
+                ObjectRow {
+                    label: Some(b"m".to_vec()),
+                    ..base.clone()
+                },
+            ),
+            (
+                "clear",
+                ObjectRow {
+                    clear: vec![1, 2],
+                    ..base.clone()
+                },
+            ),
+            (
+                "sealed",
+                ObjectRow {
+                    sealed: vec![4, 5, 6],
+                    ..base.clone()
+                },
+            ),
             // Bytes moved from one field to the next.
-            ("clear into sealed", ObjectRow { clear: vec![1, 2], sealed: vec![3, 4, 5], ..base.clone() }),
+            (
+                "clear into sealed",
+                ObjectRow {
+                    clear: vec![1, 2],
+                    sealed: vec![3, 4, 5],
+                    ..base.clone()
+                },
+            ),
         ];
         for (what, v) in variants {
             assert_ne!(k.tag(0, &v), t, "{what}");
@@ -288,7 +356,10 @@ mod tests {
         assert_ne!(k.tag(1, &base), t, "slot");
         let tagged = ObjectRow { tag: Some(t), ..base };
         assert!(k.verify(0, &tagged));
-        assert!(!RecordKeys::new(&Key::new([8; 32])).verify(0, &tagged), "another token key");
+        assert!(
+            !RecordKeys::new(&Key::new([8; 32])).verify(0, &tagged),
+            "another token key"
+        );
     }
 
     #[test]

@@ -163,7 +163,12 @@ fn private_records_need_a_login_and_logout_forgets_the_key() {
         );
         assert!(s.load(0, id).unwrap().is_none(), "{}", c.name);
         assert_eq!(
-            rv(s.update(0, id, s.load(0, id).map_or(0, |o| o.map_or(0, |o| o.version)), &private_key(b"k1", b"x"))),
+            rv(s.update(
+                0,
+                id,
+                s.load(0, id).map_or(0, |o| o.map_or(0, |o| o.version)),
+                &private_key(b"k1", b"x")
+            )),
             CKR_USER_NOT_LOGGED_IN
         );
         // ...the public one is.

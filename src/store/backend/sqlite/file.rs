@@ -75,6 +75,7 @@ pub(super) const SCHEMA_V5: &str = "
 ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE objects ADD COLUMN tag BLOB;
 ALTER TABLE tokens ADD COLUMN summary BLOB;
+ALTER TABLE tokens ADD COLUMN owners BLOB;
 CREATE INDEX objects_tags ON objects(slot_id, tag);
 ";
 

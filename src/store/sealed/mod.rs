@@ -268,6 +268,26 @@ impl Sealed {
         scanned_at.is_none_or(|g| row.version > g)
     }
 
+    /// A search by a keyed hash (a private id or label) that matched no private row may have
+    /// hashed under a key another process has replaced since: then it is
+    /// `CKR_USER_NOT_LOGGED_IN` (the key dropped), never an empty answer. One read of the
+    /// token rows, on such misses only.
+    fn check_keyed_miss(
+        &self,
+        slot: CK_SLOT_ID,
+        query: &Index,
+        u: Option<&Arc<Unlocked>>,
+        rows: &[backend::ObjectRow],
+    ) -> Result<()> {
+        let keyed = query.id.is_some() || query.label.is_some();
+        match u {
+            Some(u) if keyed && !rows.iter().any(|r| r.private) && self.key_replaced(slot, u) => {
+                fail(CKR_USER_NOT_LOGGED_IN)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Removes a token and all its objects (`ferrohsm-util delete-token`).
     pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
         let gone = transact(&*self.backend, |tx| tx.delete_token(slot))?;
@@ -413,6 +433,7 @@ impl Store for Sealed {
         };
         let row_query = objects::row_query(query, key.as_ref());
         let mut rows = self.backend.find(slot, &row_query)?;
+        self.check_keyed_miss(slot, query, u.as_ref().filter(|_| with_private), &rows)?;
         let mut out = Vec::with_capacity(rows.len());
         // Rows another process changed since the ledger was read miss it: the ledger is read
         // again and the search made again (`Sealed::newer`). A damaged record is reported

@@ -688,3 +688,5 @@ fn a_search_opens_only_the_records_the_caller_does_not_hold() {
         .collect();
     assert_eq!(opened, vec![ids[0], ids[2]]);
 }
+
+mod rotation;

@@ -180,7 +180,7 @@ pub(super) fn open(wrap: &[u8], pin_key: &Key, slot: CK_SLOT_ID, owner: PinOwner
     let q = point(wrap)?;
     let sealed = &wrap[HEADER..HEADER + SEALED_OWNER];
     let secret = crypt::Cipher::new(pin_key).open(sealed, &owner_aad(slot, owner, q))?;
-    let d = NonZeroScalar::try_from(&secret.get(..32)?[..]).ok()?;
+    let d = NonZeroScalar::try_from(secret.get(..32)?).ok()?;
     let mut shared = Key::default();
     shared.copy_from_slice(secret.get(32..64)?);
     let delivery = &wrap[HEADER + SEALED_OWNER + POINT..];

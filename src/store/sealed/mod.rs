@@ -15,7 +15,9 @@ mod pin;
 mod rotate;
 
 use super::backend::{self, transact, Backend, PinRow, TokenRow, Tx};
-use super::{Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
+use super::{
+    Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord, CKR_CHANGED_MEANWHILE,
+};
 use crate::error::{fail, fail_because, Error, Result};
 use changes::Change;
 use crypt::{KdfParams, Key};
@@ -407,15 +409,17 @@ impl Store for Sealed {
     fn init_pin(&self, slot: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
         let held = self.unlocked(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
         self.rotate(slot, &held, PinOwner::User, pin, true)
+            .map_err(|e| match e.rv() {
+                // The SO's key was replaced or the token re-initialised since the login.
+                CKR_CHANGED_MEANWHILE => Error(CKR_USER_NOT_LOGGED_IN),
+                _ => e,
+            })
     }
 
     /// Changes a PIN and replaces the token key (`rotate`): the old PIN with any copy of its
     /// old wrap opens only the old key, under which nothing current is sealed.
     fn set_pin(&self, slot: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
-        let checked = self.check_pin(slot, who, old)?;
-        self.check_owners(slot, &checked)?;
-        let held = Arc::new(Unlocked::new(&checked.row, checked.opened));
-        self.rotate(slot, &held, who, new, false)
+        self.with_pin(slot, who, old, new)
     }
 
     fn search(

@@ -11,7 +11,7 @@ use super::pin::of;
 use super::{owners, Sealed, Unlocked};
 use crate::error::{fail, fail_because, Result};
 use crate::store::backend::{transact, TokenRow, Tx};
-use crate::store::PinOwner;
+use crate::store::{PinOwner, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
 use std::sync::Arc;
 
@@ -88,10 +88,26 @@ impl Sealed {
     /// `ferrohsm-util rotate-key`: checks `owner`'s PIN and replaces the token key, the PIN
     /// unchanged (its wrap gets a new key pair and salt).
     pub fn rotate_key(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<()> {
-        let checked = self.check_pin(slot, owner, pin)?;
-        self.check_owners(slot, &checked)?;
-        let held = Arc::new(Unlocked::new(&checked.row, checked.opened));
-        self.rotate(slot, &held, owner, pin, false)
+        self.with_pin(slot, owner, pin, pin)
+    }
+
+    /// Checks `owner`'s `old` PIN and rotates, its wrap made under `new`. When another process
+    /// replaced the key between the check and the rotation's transaction, the PIN is checked
+    /// again (against the new wrap) and the rotation made again.
+    pub(super) fn with_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
+        for _ in 0..super::MAX_REREADS {
+            let checked = self.check_pin(slot, owner, old)?;
+            self.check_owners(slot, &checked)?;
+            let held = Arc::new(Unlocked::new(&checked.row, checked.opened));
+            match self.rotate(slot, &held, owner, new, false) {
+                Err(e) if e.rv() == CKR_CHANGED_MEANWHILE => continue,
+                r => return r,
+            }
+        }
+        fail_because(
+            CKR_FUNCTION_FAILED,
+            format!("slot {slot}: other processes kept replacing the token key; try again"),
+        )
     }
 
     /// In the rotation's transaction: the token row, if `held` is still its key and vouches
@@ -107,11 +123,10 @@ impl Sealed {
             return fail(CKR_TOKEN_NOT_RECOGNIZED);
         };
         if !held.is_current(&row) {
+            // `with_pin` checks the PIN again; a login's key is gone (`init_pin`).
             self.drop_stale(slot, held, &row);
-            return fail_because(
-                CKR_USER_NOT_LOGGED_IN,
-                format!("slot {slot}: another process re-initialised the token or replaced its key meanwhile; log in again and retry"),
-            );
+            log::debug!("slot {slot}: the token key was replaced or the token re-initialised meanwhile");
+            return fail(CKR_CHANGED_MEANWHILE);
         }
         // Else a writer of the store puts its own point in and receives the new key.
         if !owners::verify(&held.key, &row) {

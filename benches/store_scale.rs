@@ -9,6 +9,10 @@
 //! cargo bench --bench store_scale -- --sign-compare   (RSA-2048 signing through PKCS#11, keys
 //!                                                       cached, on SQLite then PostgreSQL)
 //!
+//! cargo bench --bench store_scale -- [N] --rotate     (after the fill: the time of one user
+//!                                                       C_SetPIN, which seals every object again
+//!                                                       under a new token key; then stops)
+//!
 //! Options: `--touch T` signs once with each of T distinct keys (default min(N, 20000)) and
 //! samples resident memory as it goes, to show the object cache's bound; `--cache-mib M` sets
 //! `store.cache_mib` (default: the module's default).
@@ -269,6 +273,10 @@ fn main() {
         }
     };
 
+    if args.iter().any(|a| a == "--rotate") {
+        rotate(slot, n, &pin);
+        return;
+    }
     let rss_before = rss_kib();
     let mut init_t = vec![];
     let mut login_t = vec![];
@@ -386,5 +394,25 @@ fn main() {
         cache_mib.map_or("default".to_string(), |m| m.to_string()),
         rss_touch_start as f64 / 1024.0,
         samples.join(", ")
+    );
+}
+
+/// One user C_SetPIN on the filled token, timed: every object is sealed again under a new
+/// token key in one transaction (`store::sealed::rotate`). Then the new PIN finds a key.
+fn rotate(slot: cryptoki::slot::Slot, n: usize, pin: &AuthPin) {
+    let p = load();
+    let s = p.open_rw_session(slot).unwrap();
+    let new_pin = AuthPin::new("bench-pin-2".into());
+    let t = Instant::now();
+    s.set_pin(pin, &new_pin).unwrap();
+    let took = t.elapsed();
+    s.login(UserType::User, Some(&new_pin)).unwrap();
+    assert_eq!(find_by_id(&s, (n / 2) as u64).len(), 1);
+    s.close().unwrap();
+    p.finalize().unwrap();
+    println!(
+        "C_SetPIN (user) with {n} RSA-2048 private keys: {:.2} s ({:.0} objects/s sealed again under a new token key, one transaction)",
+        took.as_secs_f64(),
+        n as f64 / took.as_secs_f64()
     );
 }

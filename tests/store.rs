@@ -535,3 +535,61 @@ fn a_changed_pin_leaves_no_old_wrap_in_the_store() {
     s.logout().unwrap();
     s.login(UserType::So, Some(&pin(&so_pin))).unwrap();
 }
+
+/// Issue 50, item 5: a PIN change replaces the token key and seals every object again. The
+/// old user wrap written back into the file (a backup's copy), with the old PIN, opens only
+/// the old key: the login is refused and no object opens; the new PIN still reads them.
+#[test]
+fn an_old_wrap_put_back_after_a_pin_change_opens_nothing() {
+    let env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "rotated");
+    let db = env.store_dir().join("ferrohsm.db");
+    let user_wrap = |set: Option<&[u8]>| -> Vec<u8> {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        if let Some(w) = set {
+            c.execute(
+                "UPDATE tokens SET user_wrap = ?1 WHERE user_wrap IS NOT NULL",
+                [w],
+            )
+            .unwrap();
+        }
+        c.query_row(
+            "SELECT user_wrap FROM tokens WHERE user_wrap IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let s = user_session(&p, slot);
+    s.create_object(&[
+        Attribute::Class(ObjectClass::DATA),
+        Attribute::Token(true),
+        Attribute::Private(true),
+        Attribute::Label(b"secret-data".to_vec()),
+        Attribute::Value(b"the value".to_vec()),
+    ])
+    .unwrap();
+    let old = user_wrap(None);
+    s.set_pin(&AuthPin::new(USER_PIN.into()), &AuthPin::new("4321".into()))
+        .unwrap();
+    s.logout().unwrap();
+    s.close().unwrap();
+    let new = user_wrap(Some(&old));
+    let s = p.open_rw_session(slot).unwrap();
+    let login = s.login(UserType::User, Some(&AuthPin::new(USER_PIN.into())));
+    assert!(
+        login.is_err(),
+        "the old PIN with the old wrap logged in: {login:?}"
+    );
+    let find = |s: &cryptoki::session::Session| {
+        s.find_objects(&[Attribute::Label(b"secret-data".to_vec())])
+            .unwrap()
+            .len()
+    };
+    assert_eq!(find(&s), 0);
+    user_wrap(Some(&new));
+    s.login(UserType::User, Some(&AuthPin::new("4321".into())))
+        .unwrap();
+    assert_eq!(find(&s), 1);
+}

@@ -1,5 +1,5 @@
 //! Token management commands: show-slots, init-token, list-objects, import, delete-token,
-//! set-pin.
+//! set-pin, rotate-key.
 
 use super::module::{self, explain, Result};
 use super::pin;
@@ -400,19 +400,7 @@ pub fn delete_from_store(
         );
     }
     let store = crate::store::open_sealed(&config)?;
-    let tokens = store
-        .tokens()
-        .map_err(|e| format!("cannot read the store: {e}"))?;
-    let label_of = |t: &crate::store::TokenRecord| String::from_utf8_lossy(&t.label).trim_end().to_string();
-    let serial_of = |t: &crate::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
-    let token = tokens
-        .iter()
-        .find(|t| {
-            slot == Some(t.slot_id)
-                || label == Some(label_of(t).as_str())
-                || serial == Some(serial_of(t).as_str())
-        })
-        .ok_or("no such token; run show-slots")?;
+    let token = stored_token(&store, slot, label, serial)?;
     if let Some(so) = so_pin {
         store
             .login(token.slot_id, PinOwner::So, so.expose_secret().as_bytes())
@@ -421,7 +409,77 @@ pub fn delete_from_store(
     store
         .delete_token(token.slot_id)
         .map_err(|e| format!("cannot delete the token: {e}"))?;
-    Ok((label_of(token), token.slot_id, store.location()))
+    Ok((label_of(&token), token.slot_id, store.location()))
+}
+
+fn label_of(t: &crate::store::TokenRecord) -> String {
+    String::from_utf8_lossy(&t.label).trim_end().to_string()
+}
+
+/// The token of the store that the slot, label or serial names.
+fn stored_token(
+    store: &crate::store::Sealed,
+    slot: Option<u64>,
+    label: Option<&str>,
+    serial: Option<&str>,
+) -> Result<crate::store::TokenRecord> {
+    use crate::store::Store;
+    let tokens = store
+        .tokens()
+        .map_err(|e| format!("cannot read the store: {e}"))?;
+    let serial_of = |t: &crate::store::TokenRecord| String::from_utf8_lossy(&t.serial).trim_end().to_string();
+    tokens
+        .into_iter()
+        .find(|t| {
+            slot == Some(t.slot_id)
+                || label == Some(label_of(t).as_str())
+                || serial == Some(serial_of(t).as_str())
+        })
+        .ok_or_else(|| "no such token; run show-slots".into())
+}
+
+#[derive(Args)]
+pub struct RotateKey {
+    #[command(flatten)]
+    which: TokenChoice,
+    /// Prove with the SO PIN instead of the user PIN.
+    #[arg(long)]
+    so: bool,
+    /// The PIN (else $FERROHSM_PIN or $FERROHSM_SO_PIN, else a prompt).
+    #[arg(long)]
+    pin: Option<String>,
+}
+
+/// Replaces the token key without changing a PIN: every object is sealed again under a new
+/// key, so an old copy of a wrap (a backup, a replica), with a PIN that leaked, opens nothing
+/// current. Either owner may do it (a PIN is the proof); the other keeps its PIN. Not a
+/// PKCS#11 operation: it acts on the configured store directly, as delete-token does.
+pub fn rotate_key(a: RotateKey) -> Result<()> {
+    use secrecy::ExposeSecret;
+    let (owner, var, prompt) = if a.so {
+        (crate::store::PinOwner::So, "FERROHSM_SO_PIN", "SO PIN")
+    } else {
+        (crate::store::PinOwner::User, "FERROHSM_PIN", "User PIN")
+    };
+    let pin = pin::get(a.pin, var, prompt)?;
+    let config = crate::config::Config::load().map_err(|e| e.to_string())?;
+    if config.store.backend == "memory" {
+        return Err(
+            "rotate-key works on the sqlite and postgres stores; the configured store is in memory".into(),
+        );
+    }
+    let store = crate::store::open_sealed(&config)?;
+    let w = &a.which;
+    let token = stored_token(&store, w.slot, w.token.as_deref(), w.serial.as_deref())?;
+    store
+        .rotate_key(token.slot_id, owner, pin.expose_secret().as_bytes())
+        .map_err(|e| format!("the token key was not replaced: {e} (the log above says why)"))?;
+    println!(
+        "The token key of {:?} (slot {}) has been replaced; processes logged in to it must log in again.",
+        label_of(&token),
+        token.slot_id
+    );
+    Ok(())
 }
 
 #[derive(Args)]

@@ -47,6 +47,8 @@ pub struct TokenRecord {
     pub max_failures: u32,
     /// Changes at every re-initialisation (`TokenRow::epoch`).
     pub epoch: u64,
+    /// Changes whenever the token key is replaced (a PIN change, `ferrohsm-util rotate-key`).
+    pub key_generation: u64,
 }
 
 /// Values by numeric type, as the store keeps them: bytes without meaning to it. Values are
@@ -130,6 +132,9 @@ pub trait Store: Send + Sync {
     fn login(&self, slot_id: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()>;
     /// Forgets the token key: private records cannot be read or written until the next login.
     fn logout(&self, slot_id: CK_SLOT_ID);
+    /// The (epoch, key generation) of the token key this process holds, if logged in: a
+    /// record naming others means another process replaced the key or re-initialised the token.
+    fn held_key(&self, slot_id: CK_SLOT_ID) -> Option<(u64, u64)>;
     /// Sets the user PIN (by the SO, who is logged in) and unlocks it.
     fn init_pin(&self, slot_id: CK_SLOT_ID, pin: &[u8]) -> Result<()>;
     /// Changes a PIN after checking the old one.

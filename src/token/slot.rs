@@ -104,18 +104,32 @@ impl Token {
 
     /// Re-reads the record (PIN counters change in other processes too). A new epoch means
     /// another process re-initialised the token: its objects are gone and this process's
-    /// login with them.
+    /// login with them. A new key generation that this process's key is not of means another
+    /// process replaced the token key (a PIN change): the objects stay, the login ends.
     pub fn refresh_record(&self) -> Option<TokenRecord> {
         if let Ok(tokens) = self.store.tokens() {
             if let Some(r) = tokens.into_iter().find(|t| t.slot_id == self.slot_id) {
-                let epoch = r.epoch;
+                let (epoch, key_generation) = (r.epoch, r.key_generation);
                 let old = self.record.write().replace(r);
-                if old.is_some_and(|o| o.epoch != epoch) {
+                if old.as_ref().is_some_and(|o| o.epoch != epoch) {
                     self.reinitialised_elsewhere();
+                } else if old.is_some_and(|o| o.key_generation != key_generation)
+                    && self.login_state() != LoginState::Public
+                    && self.store.held_key(self.slot_id) != Some((epoch, key_generation))
+                {
+                    self.key_replaced_elsewhere();
                 }
             }
         }
         self.record()
+    }
+
+    fn key_replaced_elsewhere(&self) {
+        log::warn!(
+            "slot {}: another process replaced the token key (a PIN change or ferrohsm-util rotate-key); this application is logged out: log in again",
+            self.slot_id
+        );
+        self.log_out();
     }
 
     fn reinitialised_elsewhere(&self) {

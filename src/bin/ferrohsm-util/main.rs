@@ -44,6 +44,8 @@ enum Command {
     DeleteToken(tokens::DeleteToken),
     /// Change the user PIN (or the SO PIN with --so).
     SetPin(tokens::SetPin),
+    /// Replace the token key (every object sealed again) without changing a PIN.
+    RotateKey(tokens::RotateKey),
     /// Measure RSA and EC signing throughput through the module, openssl-speed style.
     Speed(speed::Speed),
     /// Benchmark any PKCS#11 modules side by side (sign/s, latency, ratio to the first).
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Import(a) => tokens::import(cli.module.as_deref(), a),
         Command::DeleteToken(a) => tokens::delete_token(a),
         Command::SetPin(a) => tokens::set_pin(cli.module.as_deref(), a),
+        Command::RotateKey(a) => tokens::rotate_key(a),
         Command::Speed(a) => speed::run(cli.module.as_deref(), a),
         Command::Bench(a) => bench::run(a),
         Command::MigrateSofthsm(a) => migrate::run(a),

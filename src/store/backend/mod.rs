@@ -41,6 +41,9 @@ pub struct TokenRow {
     /// The token's authenticated summary of its object rows (`sealed::ledger`); `None` in a
     /// store written before records were authenticated, until its first login upgrades it.
     pub summary: Option<Vec<u8>>,
+    /// The token key's generation and the PIN owners' public points authenticated under it
+    /// (`sealed::owners`); `None` until a PIN's wrap is of the owner-key format.
+    pub owners: Option<Vec<u8>>,
 }
 
 /// One object as a backend keeps it. `key_id` and `label` are the index columns: clear values

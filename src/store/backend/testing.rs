@@ -2,6 +2,7 @@
 //! one that records the token rows each committed write left behind.
 
 use super::{Backend, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
+use crate::error::Error;
 use crate::error::{fail, Result};
 use cryptoki_sys::*;
 use parking_lot::Mutex;
@@ -19,6 +20,9 @@ pub struct Calls {
     pub write: AtomicUsize,
     /// While set, every write fails as an unwritable store's does.
     pub refuse_writes: AtomicBool,
+    /// When above 0: the object rows written (`Tx::put_object`) before one fails, as a store
+    /// that fills up or a process that dies in the middle of a transaction.
+    pub puts_before_failure: AtomicUsize,
     /// The token rows after each committed write.
     pub committed: Mutex<Vec<Vec<TokenRow>>>,
 }
@@ -106,9 +110,70 @@ impl<B: Backend> Backend for Probe<B> {
         if self.calls.refuse_writes.load(SeqCst) {
             return fail(CKR_DEVICE_ERROR);
         }
-        self.inner.write(f)?;
+        let calls = self.calls.clone();
+        self.inner
+            .write(&mut |tx| f(&mut FailingTx { tx, calls: &calls }))?;
         let rows = self.inner.tokens()?;
         self.calls.committed.lock().push(rows);
         Ok(())
+    }
+}
+
+/// A transaction that fails its nth `put_object` (`Calls::puts_before_failure`).
+struct FailingTx<'a> {
+    tx: &'a mut dyn Tx,
+    calls: &'a Calls,
+}
+
+impl Tx for FailingTx<'_> {
+    fn token(&mut self, slot: CK_SLOT_ID) -> Result<Option<TokenRow>> {
+        self.tx.token(slot)
+    }
+    fn max_slot(&mut self) -> Result<Option<CK_SLOT_ID>> {
+        self.tx.max_slot()
+    }
+    fn slot_of_serial(&mut self, serial: &str) -> Result<Option<CK_SLOT_ID>> {
+        self.tx.slot_of_serial(serial)
+    }
+    fn insert_token(&mut self, row: &TokenRow) -> Result<()> {
+        self.tx.insert_token(row)
+    }
+    fn update_token(&mut self, row: &TokenRow) -> Result<()> {
+        self.tx.update_token(row)
+    }
+    fn delete_token(&mut self, slot: CK_SLOT_ID) -> Result<bool> {
+        self.tx.delete_token(slot)
+    }
+    fn delete_objects(&mut self, slot: CK_SLOT_ID) -> Result<()> {
+        self.tx.delete_objects(slot)
+    }
+    fn new_object(&mut self, slot: CK_SLOT_ID) -> Result<u64> {
+        self.tx.new_object(slot)
+    }
+    fn object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>> {
+        self.tx.object(slot, id)
+    }
+    fn objects_after(&mut self, slot: CK_SLOT_ID, after: u64, limit: usize) -> Result<Vec<ObjectRow>> {
+        self.tx.objects_after(slot, after, limit)
+    }
+    fn put_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<bool> {
+        let left = self.calls.puts_before_failure.load(SeqCst);
+        if left == 1 {
+            self.calls.puts_before_failure.store(0, SeqCst);
+            return Err(Error(CKR_DEVICE_ERROR));
+        }
+        if left > 1 {
+            self.calls.puts_before_failure.store(left - 1, SeqCst);
+        }
+        self.tx.put_object(slot, row)
+    }
+    fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()> {
+        self.tx.import_object(slot, row)
+    }
+    fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
+        self.tx.delete_object(slot, id)
+    }
+    fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()> {
+        self.tx.bump_generation(slot)
     }
 }

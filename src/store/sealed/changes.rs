@@ -10,6 +10,7 @@ use crate::error::{fail, fail_because, Error, Result};
 use crate::store::backend::{transact, ObjectRow, TagScan, TokenRow, Tx};
 use crate::store::{ObjectRecord, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
+use std::sync::Arc;
 
 /// One change of a token's objects.
 pub(super) enum Change<'a> {
@@ -36,7 +37,7 @@ const UPGRADE_BATCH: usize = 256;
 impl Sealed {
     /// The token's summary, opened with this process's key; an error (logged) when it is
     /// missing or its MAC fails.
-    fn summary_of(&self, slot: CK_SLOT_ID, u: &Unlocked, token: &TokenRow) -> Result<Summary> {
+    pub(super) fn summary_of(&self, slot: CK_SLOT_ID, u: &Unlocked, token: &TokenRow) -> Result<Summary> {
         let Some(stored) = &token.summary else {
             log::error!(
                 "token store {}: slot {slot} has no summary of its records; log in again to upgrade the store",
@@ -247,8 +248,18 @@ impl Sealed {
     /// Reads the ledger again in full (one index scan) and checks it against the token's
     /// summary; whether it adds up. When it does not, the ledger is broken (every tagged row
     /// is refused) and an error says so.
-    pub(super) fn reread_ledger(&self, slot: CK_SLOT_ID, u: &Unlocked) -> Result<bool> {
-        Ok(self.check_ledger(slot, u, self.backend.tags(slot)?))
+    /// A summary that does not open because another process replaced the key meanwhile is
+    /// `CKR_USER_NOT_LOGGED_IN` (`Sealed::key_replaced`), not a broken ledger.
+    pub(super) fn reread_ledger(&self, slot: CK_SLOT_ID, u: &Arc<Unlocked>) -> Result<bool> {
+        let scan = self.backend.tags(slot)?;
+        let opens = scan
+            .summary
+            .as_deref()
+            .is_some_and(|s| Summary::open(&u.records, slot, u.epoch, s).is_some());
+        if !opens && self.key_replaced(slot, u) {
+            return fail(CKR_USER_NOT_LOGGED_IN);
+        }
+        Ok(self.check_ledger(slot, u, scan))
     }
 
     /// `reread_ledger` on a scan already made.

@@ -1,5 +1,6 @@
-//! Encryption at rest: PIN-derived keys (Argon2id), the wrap of the token key under them, and
-//! AES-256-GCM of attribute values bound to their token, object and attribute.
+//! Encryption at rest: PIN-derived keys (Argon2id), the format-1 wrap of the token key under
+//! them (read only: `owners` writes format 2), and AES-256-GCM of attribute values bound to
+//! their token, object and attribute.
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::Aes256Gcm;
@@ -39,7 +40,7 @@ pub fn derive_pin_key(pin: &[u8], salt: &[u8], p: KdfParams) -> Option<Key> {
     Some(out)
 }
 
-/// A wrapped token key: version ‖ salt ‖ memory ‖ passes ‖ nonce ‖ AES-GCM(pin key, token key).
+/// A wrapped token key (format 1): version ‖ salt ‖ memory ‖ passes ‖ nonce ‖ AES-GCM(pin key, token key).
 pub struct Wrap<'a>(pub &'a [u8]);
 
 impl Wrap<'_> {
@@ -71,14 +72,9 @@ impl Wrap<'_> {
     }
 }
 
-/// Wraps `token_key` under a key derived from `pin` with fresh salt; returns the blob and the
-/// PIN-derived key (cached by the caller so later logins need no KDF run).
-pub fn wrap_token_key(token_key: &Key, pin: &[u8], p: KdfParams, aad: &[u8]) -> (Vec<u8>, Key) {
-    let salt: [u8; SALT_LEN] = random();
-    let pin_key = derive_pin_key(pin, &salt, p).expect("valid KDF parameters");
-    (wrap_with(token_key, &pin_key, &salt, p, aad), pin_key)
-}
-
+/// A wrap of format 1, as stores written before owner keys hold (`owners`): only tests write
+/// them now.
+#[cfg(test)]
 pub fn wrap_with(token_key: &Key, pin_key: &Key, salt: &[u8], p: KdfParams, aad: &[u8]) -> Vec<u8> {
     let mut out = vec![WRAP_VERSION];
     out.extend_from_slice(salt);

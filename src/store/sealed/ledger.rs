@@ -38,7 +38,8 @@ pub(super) struct RecordKeys {
     entry: aes::Aes256,
 }
 
-fn derive(token_key: &Key, purpose: &[u8]) -> Key {
+/// A key for one `purpose`, derived from the token key.
+pub(super) fn derive(token_key: &Key, purpose: &[u8]) -> Key {
     let mut m = <Hmac as KeyInit>::new_from_slice(&token_key[..]).expect("any key length");
     m.update(b"ferrohsm derived key: ");
     m.update(purpose);

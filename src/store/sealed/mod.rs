@@ -10,10 +10,14 @@ pub mod crypt;
 mod ledger;
 pub mod lockout;
 mod objects;
+mod owners;
 mod pin;
+mod rotate;
 
 use super::backend::{self, transact, Backend, PinRow, TokenRow, Tx};
-use super::{Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord};
+use super::{
+    Found, Index, ObjectRecord, PinOwner, PinState, Store, StoredObject, TokenRecord, CKR_CHANGED_MEANWHILE,
+};
 use crate::error::{fail, fail_because, Error, Result};
 use changes::Change;
 use crypt::{KdfParams, Key};
@@ -41,23 +45,33 @@ pub struct Sealed {
 /// Held while this process checks one PIN (`Sealed::check_pin`).
 type PinTurn = Arc<Mutex<()>>;
 
-/// A token this process holds the key of: the key, the epoch it belongs to, the keys derived
-/// from it for the records' tags, and the ledger of the token's rows.
+/// A token this process holds the key of: the key, the epoch and key generation it belongs
+/// to, the owners' secret (`owners`), the keys derived from it for the records' tags, and the
+/// ledger of the token's rows.
 pub(super) struct Unlocked {
     epoch: u64,
+    key_generation: u64,
     key: Key,
+    shared: Key,
     records: ledger::RecordKeys,
     ledger: Mutex<ledger::Ledger>,
 }
 
 impl Unlocked {
-    fn new(epoch: u64, key: Key) -> Self {
+    fn new(row: &TokenRow, opened: owners::Opened) -> Self {
         Unlocked {
-            epoch,
-            records: ledger::RecordKeys::new(&key),
-            key,
+            epoch: row.epoch,
+            key_generation: owners::key_generation(row),
+            records: ledger::RecordKeys::new(&opened.key),
+            key: opened.key,
+            shared: opened.shared,
             ledger: Mutex::new(ledger::Ledger::default()),
         }
+    }
+
+    /// Whether this key is the one `row` names (same epoch and key generation).
+    fn is_current(&self, row: &TokenRow) -> bool {
+        row.epoch == self.epoch && owners::key_generation(row) == self.key_generation
     }
 }
 
@@ -90,6 +104,7 @@ fn record(row: &TokenRow) -> TokenRecord {
         user_pin: state(&row.user),
         max_failures: row.max_failures,
         epoch: row.epoch,
+        key_generation: owners::key_generation(row),
     }
 }
 
@@ -133,14 +148,16 @@ impl Sealed {
         self.keys.lock().get(&slot).cloned()
     }
 
+    #[cfg(test)]
     fn token_key(&self, slot: CK_SLOT_ID) -> Option<Key> {
         self.unlocked(slot).map(|u| u.key.clone())
     }
 
     /// Inside a write transaction: the token this process holds the key of, if the key still
     /// belongs to the token in the store, with the token row read (and locked) in the
-    /// transaction. After another process re-initialised the token the old key is dropped and
-    /// the write refused, so nothing is ever sealed under a key the token no longer has.
+    /// transaction. After another process re-initialised the token or replaced its key
+    /// (`rotate`) the old key is dropped and the write refused, so nothing is ever sealed
+    /// under a key the token no longer has.
     fn current(&self, tx: &mut dyn Tx, slot: CK_SLOT_ID) -> Result<(Option<Arc<Unlocked>>, TokenRow)> {
         let Some(row) = tx.token(slot)? else {
             return fail(CKR_TOKEN_NOT_RECOGNIZED);
@@ -148,19 +165,42 @@ impl Sealed {
         let Some(u) = self.unlocked(slot) else {
             return Ok((None, row));
         };
-        if row.epoch != u.epoch {
-            self.forget_epoch(slot, u.epoch);
+        if !u.is_current(&row) {
+            self.drop_stale(slot, &u, &row);
             return fail(CKR_USER_NOT_LOGGED_IN);
         }
         Ok((Some(u), row))
     }
 
-    /// Drops the key of `slot` if it belongs to `epoch` (the token was re-initialised since).
-    fn forget_epoch(&self, slot: CK_SLOT_ID, epoch: u64) {
+    /// Drops the key `u` of `slot` (if still held): `row`, the token as it is now, belongs to
+    /// another epoch (re-initialised) or key generation (key replaced) since.
+    fn drop_stale(&self, slot: CK_SLOT_ID, u: &Arc<Unlocked>, row: &TokenRow) {
         let mut keys = self.keys.lock();
-        if keys.get(&slot).is_some_and(|u| u.epoch == epoch) {
+        if keys.get(&slot).is_some_and(|held| Arc::ptr_eq(held, u)) {
             keys.remove(&slot);
-            log::warn!("slot {slot}: the token was re-initialised by another process; log in again");
+            if row.epoch != u.epoch {
+                log::warn!("slot {slot}: the token was re-initialised by another process; log in again");
+            } else {
+                log::warn!(
+                    "slot {slot}: the token key was replaced by another process (a PIN change or ferrohsm-util rotate-key); this process is logged out: log in again"
+                );
+            }
+        }
+    }
+
+    /// After a row failed under the key `u` (a tag, the summary): whether that is because the
+    /// key is stale (the token row names another epoch or key generation), in which case the
+    /// key is dropped. One read of the token rows, on failures only.
+    pub(super) fn key_replaced(&self, slot: CK_SLOT_ID, u: &Arc<Unlocked>) -> bool {
+        let Ok(tokens) = self.backend.tokens() else {
+            return false;
+        };
+        match tokens.iter().find(|t| t.slot_id == slot) {
+            Some(row) if !u.is_current(row) => {
+                self.drop_stale(slot, u, row);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -175,7 +215,11 @@ impl Sealed {
         user_pin: Option<&[u8]>,
         objects: &[ObjectRecord],
     ) -> Result<CK_SLOT_ID> {
-        let token_key = crypt::random_key();
+        let opened = owners::Opened {
+            key: crypt::random_key(),
+            shared: crypt::random_key(),
+        };
+        let token_key = opened.key.clone();
         transact(&*self.backend, |tx| {
             if let Some(slot) = tx.slot_of_serial(serial)? {
                 return fail_because(
@@ -185,9 +229,14 @@ impl Sealed {
             }
             let slot = tx.max_slot()?.map_or(0, |m| m + 1);
             let mut row = new_row(slot, label, serial.to_string(), self.max_failures);
-            row.so.wrap = Some(self.wrap(&token_key, slot, PinOwner::So, so_pin).0);
-            row.user.wrap = user_pin.map(|p| self.wrap(&token_key, slot, PinOwner::User, p).0);
-            let u = Unlocked::new(row.epoch, token_key.clone());
+            row.so.wrap = Some(
+                self.wrap(&token_key, &opened.shared, slot, PinOwner::So, so_pin)
+                    .0,
+            );
+            row.user.wrap =
+                user_pin.map(|p| self.wrap(&token_key, &opened.shared, slot, PinOwner::User, p).0);
+            row.owners = Some(owners::seal(&token_key, &row, 0));
+            let u = Unlocked::new(&row, opened.clone());
             row.summary = Some(self.empty_summary(slot, &u));
             tx.insert_token(&row)?;
             // A new token starts at generation 1: its first change is version 2.
@@ -221,6 +270,26 @@ impl Sealed {
         scanned_at.is_none_or(|g| row.version > g)
     }
 
+    /// A search by a keyed hash (a private id or label) that matched no private row may have
+    /// hashed under a key another process has replaced since: then it is
+    /// `CKR_USER_NOT_LOGGED_IN` (the key dropped), never an empty answer. One read of the
+    /// token rows, on such misses only.
+    fn check_keyed_miss(
+        &self,
+        slot: CK_SLOT_ID,
+        query: &Index,
+        u: Option<&Arc<Unlocked>>,
+        rows: &[backend::ObjectRow],
+    ) -> Result<()> {
+        let keyed = query.id.is_some() || query.label.is_some();
+        match u {
+            Some(u) if keyed && !rows.iter().any(|r| r.private) && self.key_replaced(slot, u) => {
+                fail(CKR_USER_NOT_LOGGED_IN)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Removes a token and all its objects (`ferrohsm-util delete-token`).
     pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
         let gone = transact(&*self.backend, |tx| tx.delete_token(slot))?;
@@ -246,9 +315,13 @@ impl Store for Sealed {
             self.check_pin(slot, PinOwner::So, so_pin)?;
         }
         // The KDF runs before the write transaction so other processes are not held up.
-        let token_key = crypt::random_key();
-        let (so_wrap, so_key) = self.wrap(&token_key, slot, PinOwner::So, so_pin);
-        let user = user_pin.map(|p| (p, self.wrap(&token_key, slot, PinOwner::User, p)));
+        let opened = owners::Opened {
+            key: crypt::random_key(),
+            shared: crypt::random_key(),
+        };
+        let token_key = opened.key.clone();
+        let (so_wrap, so_key) = self.wrap(&token_key, &opened.shared, slot, PinOwner::So, so_pin);
+        let user = user_pin.map(|p| (p, self.wrap(&token_key, &opened.shared, slot, PinOwner::User, p)));
         let user_wrap = user.as_ref().map(|(_, (w, _))| w.clone());
         let row = transact(&*self.backend, |tx| {
             let mut row = if exists {
@@ -279,7 +352,8 @@ impl Store for Sealed {
             };
             row.so.wrap = Some(so_wrap.clone());
             row.user.wrap = user_wrap.clone();
-            row.summary = Some(self.empty_summary(slot, &Unlocked::new(row.epoch, token_key.clone())));
+            row.owners = Some(owners::seal(&token_key, &row, 0));
+            row.summary = Some(self.empty_summary(slot, &Unlocked::new(&row, opened.clone())));
             if exists {
                 tx.update_token(&row)?;
             } else {
@@ -296,14 +370,16 @@ impl Store for Sealed {
     }
 
     fn login(&self, slot: CK_SLOT_ID, who: PinOwner, pin: &[u8]) -> Result<()> {
-        let (key, epoch) = self.check_pin(slot, who, pin)?;
-        if let Some(u) = self.unlocked(slot).filter(|u| u.epoch == epoch) {
+        let checked = self.check_pin(slot, who, pin)?;
+        self.check_owners(slot, &checked)?;
+        self.upgrade_wrap(slot, who, &checked)?;
+        if let Some(u) = self.unlocked(slot).filter(|u| u.is_current(&checked.row)) {
             // Logged in already (a context-specific login): the ledger stays.
-            if bool::from(subtle::ConstantTimeEq::ct_eq(&u.key[..], &key[..])) {
+            if bool::from(subtle::ConstantTimeEq::ct_eq(&u.key[..], &checked.opened.key[..])) {
                 return Ok(());
             }
         }
-        let u = Arc::new(Unlocked::new(epoch, key));
+        let u = Arc::new(Unlocked::new(&checked.row, checked.opened));
         // A store written before records were authenticated is upgraded at its first login;
         // then the ledger must add up to the token's summary, or nothing is used.
         let mut scan = self.backend.tags(slot)?;
@@ -322,39 +398,28 @@ impl Store for Sealed {
         self.keys.lock().remove(&slot);
     }
 
-    fn init_pin(&self, slot: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
-        let token_key = self.token_key(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
-        let (wrap, pin_key) = self.wrap(&token_key, slot, PinOwner::User, pin);
-        transact(&*self.backend, |tx| {
-            let (_, mut row) = self.current(tx, slot)?;
-            row.user.wrap = Some(wrap.clone());
-            // A new PIN starts a new count; the ticket counter keeps growing.
-            row.user.counter.restart();
-            tx.update_token(&row)
-        })?;
-        self.backend.forget_old_versions();
-        self.pins.remember(slot, PinOwner::User, &wrap, pin, pin_key);
-        Ok(())
+    fn held_key(&self, slot: CK_SLOT_ID) -> Option<(u64, u64)> {
+        self.unlocked(slot).map(|u| (u.epoch, u.key_generation))
     }
 
+    /// The SO (logged in) sets the user PIN, and the token key is replaced with it (`rotate`):
+    /// the SO sets a user PIN because the old one is forgotten, locked or known to someone who
+    /// should not have it, and a wrap of the old user PIN copied before (a backup, a replica)
+    /// would otherwise still open the current key. Only a rotation makes that copy useless.
+    fn init_pin(&self, slot: CK_SLOT_ID, pin: &[u8]) -> Result<()> {
+        let held = self.unlocked(slot).ok_or(Error(CKR_USER_NOT_LOGGED_IN))?;
+        self.rotate(slot, &held, PinOwner::User, pin, true)
+            .map_err(|e| match e.rv() {
+                // The SO's key was replaced or the token re-initialised since the login.
+                CKR_CHANGED_MEANWHILE => Error(CKR_USER_NOT_LOGGED_IN),
+                _ => e,
+            })
+    }
+
+    /// Changes a PIN and replaces the token key (`rotate`): the old PIN with any copy of its
+    /// old wrap opens only the old key, under which nothing current is sealed.
     fn set_pin(&self, slot: CK_SLOT_ID, who: PinOwner, old: &[u8], new: &[u8]) -> Result<()> {
-        let (token_key, epoch) = self.check_pin(slot, who, old)?;
-        // Re-wrap only: objects stay sealed under the same token key.
-        let (wrap, pin_key) = self.wrap(&token_key, slot, who, new);
-        transact(&*self.backend, |tx| {
-            let Some(mut row) = tx.token(slot)? else {
-                return fail(CKR_TOKEN_NOT_RECOGNIZED);
-            };
-            if row.epoch != epoch {
-                // Re-initialised between the check and now: the old PIN is gone with it.
-                return fail(CKR_PIN_INCORRECT);
-            }
-            pin::of(&mut row, who).wrap = Some(wrap.clone());
-            tx.update_token(&row)
-        })?;
-        self.backend.forget_old_versions();
-        self.pins.remember(slot, who, &wrap, new, pin_key);
-        Ok(())
+        self.with_pin(slot, who, old, new)
     }
 
     fn search(
@@ -372,6 +437,7 @@ impl Store for Sealed {
         };
         let row_query = objects::row_query(query, key.as_ref());
         let mut rows = self.backend.find(slot, &row_query)?;
+        self.check_keyed_miss(slot, query, u.as_ref().filter(|_| with_private), &rows)?;
         let mut out = Vec::with_capacity(rows.len());
         // Rows another process changed since the ledger was read miss it: the ledger is read
         // again and the search made again (`Sealed::newer`). A damaged record is reported
@@ -385,16 +451,17 @@ impl Store for Sealed {
                     out.push(Found::Known(r.id));
                     continue;
                 }
-                match self.read(slot, r, u.as_deref()) {
+                match self.read(slot, r, u.as_ref()) {
                     Ok(objects::Read::Object(o)) => out.push(Found::Read(o)),
                     Ok(objects::Read::Differs) if self.newer(r, scanned_at) => differs = true,
                     Ok(objects::Read::Differs) => {
                         let _ = self.damaged(slot, r.id, "it is not the token's current record");
                     }
+                    Err(e) if e.rv() == CKR_USER_NOT_LOGGED_IN => return Err(e),
                     Ok(objects::Read::Hidden) | Err(_) => {}
                 }
             }
-            let Some(u) = u.as_deref().filter(|_| differs) else {
+            let Some(u) = u.as_ref().filter(|_| differs) else {
                 return Ok(out);
             };
             if !self.reread_ledger(slot, u)? {
@@ -417,12 +484,12 @@ impl Store for Sealed {
             let Some(row) = self.backend.object(slot, id)? else {
                 return Ok(None);
             };
-            match self.read(slot, &row, u.as_deref())? {
+            match self.read(slot, &row, u.as_ref())? {
                 objects::Read::Object(o) => return Ok(Some(o)),
                 objects::Read::Hidden => return Ok(None),
                 objects::Read::Differs => {}
             }
-            let Some(u) = u.as_deref() else { break };
+            let Some(u) = u.as_ref() else { break };
             if !self.newer(&row, scanned_at) || !self.reread_ledger(slot, u)? {
                 break;
             }

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::store::backend::{ObjectRow, RowQuery};
 use crate::store::{Fields, Index, ObjectRecord, StoredObject, PRIVATE_CLEAR};
 use cryptoki_sys::*;
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// The tags the lookup hashes of the index columns are made under. They are the PKCS#11
@@ -114,6 +115,55 @@ impl Sealed {
         })
     }
 
+    /// `row` (tagged, its tag checked under `old`) with its sealed values and the lookup hashes
+    /// of a private record made again under the key `new`; version and tag are the caller's.
+    /// An error (logged) when a value does not open or a hash is not its value's.
+    pub(super) fn reseal(
+        &self,
+        slot: CK_SLOT_ID,
+        row: &ObjectRow,
+        old: &Key,
+        new: &Key,
+    ) -> Result<ObjectRow> {
+        let id = row.id;
+        let sealed =
+            from_bytes(&row.sealed).ok_or_else(|| self.damaged(slot, id, "sealed attributes unreadable"))?;
+        let (from, to) = (crypt::Cipher::new(old), crypt::Cipher::new(new));
+        let mut opened = Fields::new();
+        let mut resealed = Vec::with_capacity(sealed.len());
+        for (t, v) in sealed {
+            let aad = attr_aad(slot, id, t);
+            let plain = from
+                .open(&v, &aad)
+                .ok_or_else(|| self.damaged(slot, id, &format!("attribute 0x{t:x} fails authentication")))?;
+            resealed.push((t, to.seal(&plain, &aad)));
+            opened.push((t, plain));
+        }
+        // A private record's index columns are keyed hashes of values it keeps sealed.
+        let rehash = |tag: u64, column: &Option<Vec<u8>>| -> Result<Option<Vec<u8>>> {
+            let Some(hash) = column.as_ref().filter(|_| row.private) else {
+                return Ok(column.clone());
+            };
+            match opened.iter().find(|(t, _)| *t == tag) {
+                Some((_, v)) if crypt::lookup_hash(old, tag, v) == *hash => {
+                    Ok(Some(crypt::lookup_hash(new, tag, v)))
+                }
+                _ => Err(self.damaged(
+                    slot,
+                    id,
+                    &format!("its index hash of 0x{tag:x} is not its value's"),
+                )),
+            }
+        };
+        Ok(ObjectRow {
+            key_id: rehash(ID_TAG, &row.key_id)?,
+            label: rehash(LABEL_TAG, &row.label)?,
+            sealed: to_bytes(resealed.iter().map(|(t, v)| (*t, v.as_slice()))).to_vec(),
+            tag: None,
+            ..row.clone()
+        })
+    }
+
     /// The error of a row that cannot be used, with the log line naming it.
     pub(super) fn damaged(&self, slot: CK_SLOT_ID, id: u64, what: &str) -> Error {
         log::error!(
@@ -186,7 +236,9 @@ impl Sealed {
     /// (`Read::Differs` otherwise, for the caller to read the ledger again); an untagged row
     /// is used only when it is public and holds nothing sealed, as an unauthenticated object.
     /// Without the key: private rows are hidden, public ones read unchecked.
-    pub(super) fn read(&self, slot: CK_SLOT_ID, row: &ObjectRow, u: Option<&Unlocked>) -> Result<Read> {
+    /// A tag that fails under a key another process has replaced since (`Sealed::key_replaced`)
+    /// is `CKR_USER_NOT_LOGGED_IN`, the key dropped: the row is newer than the key, not damaged.
+    pub(super) fn read(&self, slot: CK_SLOT_ID, row: &ObjectRow, u: Option<&Arc<Unlocked>>) -> Result<Read> {
         let Some(u) = u else {
             return Ok(match self.decode(slot, row, None, false)? {
                 Some(o) => Read::Object(o),
@@ -194,6 +246,9 @@ impl Sealed {
             });
         };
         if row.tag.is_some() && !u.records.verify(slot, row) {
+            if self.key_replaced(slot, u) {
+                return Err(Error(CKR_USER_NOT_LOGGED_IN));
+            }
             return Err(self.damaged(slot, row.id, "its tag does not match its contents"));
         }
         let authenticated = match u.ledger.lock().standing(row) {

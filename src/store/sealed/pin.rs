@@ -1,9 +1,10 @@
-//! PINs: the token key wrapped under a key derived from each PIN (Argon2id), the check of a
-//! PIN with its attempt reserved first (`lockout::PinCounter`), and the cache that spares
-//! repeated logins the KDF.
+//! PINs: the check of a PIN with its attempt reserved first (`lockout::PinCounter`), the key
+//! derived from it (Argon2id) that opens the owner's wrap (`owners`), the upgrade of a wrap of
+//! the format before owner keys, and the cache that spares repeated logins the KDF.
 
 use super::crypt::{self, Key, Wrap};
 use super::lockout::Reservation;
+use super::owners::{self, Opened};
 use super::Sealed;
 use crate::error::{fail, Result};
 use crate::store::backend::{transact, PinRow, TokenRow};
@@ -14,13 +15,12 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// The associated data of a wrap: the token's slot and the PIN's owner, so a wrap moved to
-/// another token or owner does not open.
-fn wrap_aad(slot: CK_SLOT_ID, owner: PinOwner) -> Vec<u8> {
-    let mut a = b"ferrohsm token key".to_vec();
-    a.extend_from_slice(&slot.to_be_bytes());
-    a.push(matches!(owner, PinOwner::So) as u8);
-    a
+/// What a right PIN gave: the token key and owners' secret, the PIN-derived key, and the token
+/// row as it was when the attempt was reserved (the wrap the PIN opened).
+pub(super) struct Checked {
+    pub opened: Opened,
+    pub pin_key: Key,
+    pub row: TokenRow,
 }
 
 /// The row's PIN of `owner`.
@@ -113,12 +113,12 @@ impl Sealed {
     }
 
     /// Reserves an attempt, waiting while the failure budget is taken by attempts still in
-    /// flight (in other processes or hosts): the wrap to check, the ticket, the limit and the
-    /// token's epoch. An attempt seen in flight for `attempt_timeout` by this waiter belongs
+    /// flight (in other processes or hosts): the token row (with the wrap to check), the ticket
+    /// and the limit. An attempt seen in flight for `attempt_timeout` by this waiter belongs
     /// to a process that stopped before deciding it (killed, or its store went away): it is
     /// counted as a wrong PIN, as the budget already assumed, and the wait goes on without
     /// it. Measured on this process's clock, so clocks of other hosts do not matter.
-    fn reserve_waiting(&self, slot: CK_SLOT_ID, owner: PinOwner) -> Result<(Vec<u8>, u64, u32, u64)> {
+    fn reserve_waiting(&self, slot: CK_SLOT_ID, owner: PinOwner) -> Result<(TokenRow, u64, u32)> {
         let mut seen: HashMap<u64, Instant> = HashMap::new();
         let mut pause = Duration::from_millis(1);
         let mut waited = false;
@@ -135,9 +135,9 @@ impl Sealed {
                 };
                 let max = row.max_failures;
                 let p = of(&mut row, owner);
-                let Some(wrap) = p.wrap.clone() else {
+                if p.wrap.is_none() {
                     return fail(CKR_USER_PIN_NOT_INITIALIZED);
-                };
+                }
                 let mut changed = false;
                 if !stale.is_empty() && p.counter.expire(&stale, max) {
                     log::warn!(
@@ -155,9 +155,9 @@ impl Sealed {
                 if changed {
                     tx.update_token(&row)?;
                 }
-                Ok((wrap, r, max, row.epoch))
+                Ok((row, r, max))
             });
-            let (wrap, r, max, epoch) = step.inspect_err(|e| {
+            let (row, r, max) = step.inspect_err(|e| {
                 if matches!(e.rv(), CKR_DEVICE_ERROR | CKR_DEVICE_MEMORY) {
                     log::error!(
                         "slot {slot}: the {owner:?} PIN attempt could not be recorded in {}, so the PIN was not checked",
@@ -172,7 +172,7 @@ impl Sealed {
                 );
             })?;
             match r {
-                Reservation::Granted(ticket) => return Ok((wrap, ticket, max, epoch)),
+                Reservation::Granted(ticket) => return Ok((row, ticket, max)),
                 Reservation::Wait(pending) => {
                     if !waited {
                         log::info!(
@@ -197,15 +197,22 @@ impl Sealed {
         }
     }
 
-    /// Wraps `token_key` under `pin` with fresh salt: the wrap and the PIN-derived key.
+    /// A format-2 wrap for `owner` under `pin` with fresh salt and a new key pair, `token_key`
+    /// delivered to it: the wrap and the PIN-derived key. Runs the KDF: call it outside write
+    /// transactions, so other processes are not held up.
     pub(super) fn wrap(
         &self,
         token_key: &Key,
+        shared: &Key,
         slot: CK_SLOT_ID,
         owner: PinOwner,
         pin: &[u8],
     ) -> (Vec<u8>, Key) {
-        crypt::wrap_token_key(token_key, pin, self.kdf, &wrap_aad(slot, owner))
+        let salt = crypt::random_key();
+        let salt = &salt[..16];
+        let pin_key = crypt::derive_pin_key(pin, salt, self.kdf).expect("valid KDF parameters");
+        let wrap = owners::new_wrap(token_key, shared, &pin_key, salt, self.kdf, slot, owner);
+        (wrap, pin_key)
     }
 
     /// Checks `pin` against the token's wrap for `owner`; returns the token key.
@@ -219,15 +226,16 @@ impl Sealed {
     /// flight per PIN and threads racing with the right PIN do not spend the failure budget of
     /// the whole fleet. When the budget is taken by attempts in flight elsewhere, this one
     /// waits for them to be decided (`reserve_waiting`).
-    pub(super) fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<(Key, u64)> {
+    pub(super) fn check_pin(&self, slot: CK_SLOT_ID, owner: PinOwner, pin: &[u8]) -> Result<Checked> {
         let turn = self.pin_turn(slot, owner);
         let _turn = turn.lock();
-        let (wrap, ticket, max, epoch) = self.reserve_waiting(slot, owner)?;
+        let (mut row, ticket, max) = self.reserve_waiting(slot, owner)?;
+        let wrap = of(&mut row, owner).wrap.clone().unwrap_or_default();
         let w = Wrap(&wrap);
         let opened = self
             .pins
             .derive(slot, owner, &w, pin)
-            .and_then(|k| w.open(&k, &wrap_aad(slot, owner)));
+            .and_then(|k| Some((owners::open(&wrap, &k, slot, owner)?, k)));
         if opened.is_none() {
             self.pins.forget(slot, owner);
         }
@@ -241,15 +249,16 @@ impl Sealed {
             tx.update_token(&row)?;
             Ok(locked)
         });
+        let checked = |(opened, pin_key)| Checked { opened, pin_key, row };
         match (opened, resolved) {
-            (Some(token_key), Ok(_)) => Ok((token_key, epoch)),
-            (Some(token_key), Err(_)) => {
+            (Some(o), Ok(_)) => Ok(checked(o)),
+            (Some(o), Err(_)) => {
                 // The reservation stays in flight until waiters time it out and count it as
                 // a failure: safe, and the PIN was right.
                 log::warn!(
                     "slot {slot}: {owner:?} login succeeded but its attempt could not be recorded as decided; it will count as a failure"
                 );
-                Ok((token_key, epoch))
+                Ok(checked(o))
             }
             (None, locked) => {
                 if locked == Ok(true) {
@@ -258,5 +267,61 @@ impl Sealed {
                 fail(CKR_PIN_INCORRECT)
             }
         }
+    }
+}
+
+impl Sealed {
+    /// After a right PIN: the owners' points of the row the PIN was checked against must be
+    /// the ones its token key vouches for (`owners::verify`); else the store was altered.
+    pub(super) fn check_owners(&self, slot: CK_SLOT_ID, checked: &Checked) -> Result<()> {
+        if owners::verify(&checked.opened.key, &checked.row) {
+            return Ok(());
+        }
+        log::error!(
+            "token store {}: slot {slot}: the PIN owners' public keys fail authentication under the token key (one was replaced): the store was altered; restore it from a backup",
+            self.backend.location()
+        );
+        fail(CKR_DEVICE_ERROR)
+    }
+
+    /// After a right PIN whose wrap is of format 1 (a store written before owner keys): the
+    /// owner's wrap becomes format 2 (a new key pair, the same salt and PIN key) and the owners'
+    /// points are authenticated again, in one transaction. Nothing happens when the wrap is
+    /// already format 2 or changed since it was checked (the change is newer).
+    pub(super) fn upgrade_wrap(&self, slot: CK_SLOT_ID, owner: PinOwner, checked: &Checked) -> Result<()> {
+        let mut checked_row = checked.row.clone();
+        let Some(wrap) = of(&mut checked_row, owner).wrap.clone() else {
+            return Ok(());
+        };
+        if owners::version(&wrap) != owners::V1 {
+            return Ok(());
+        }
+        let w = Wrap(&wrap);
+        let (Some(salt), Some(params)) = (w.salt(), w.params()) else {
+            return Ok(());
+        };
+        let o = &checked.opened;
+        let new = owners::new_wrap(&o.key, &o.shared, &checked.pin_key, salt, params, slot, owner);
+        let upgraded = transact(&*self.backend, |tx| {
+            let Some(mut row) = tx.token(slot)? else {
+                return fail(CKR_TOKEN_NOT_RECOGNIZED);
+            };
+            if row.epoch != checked.row.epoch
+                || of(&mut row, owner).wrap.as_ref() != Some(&wrap)
+                || !owners::verify(&o.key, &row)
+            {
+                return Ok(false);
+            }
+            of(&mut row, owner).wrap = Some(new.clone());
+            let generation = owners::key_generation(&row);
+            row.owners = Some(owners::seal(&o.key, &row, generation));
+            tx.update_token(&row)?;
+            Ok(true)
+        })?;
+        if upgraded {
+            self.backend.forget_old_versions();
+            log::info!("slot {slot}: the {owner:?} PIN's wrap of the token key was upgraded to an owner key");
+        }
+        Ok(())
     }
 }

@@ -874,3 +874,5 @@ fn objects_written_without_a_login_are_unauthenticated() {
         );
     }
 }
+
+mod rotation;

@@ -54,7 +54,7 @@ pub struct PostgresBackend {
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
      user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
-     so_pending, user_pending, summary";
+     so_pending, user_pending, summary, owners";
 
 fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::Error> {
     let pin = |at: usize, pending: usize| -> std::result::Result<PinRow, postgres::Error> {
@@ -78,6 +78,7 @@ fn token_from_row(r: &postgres::Row) -> std::result::Result<TokenRow, postgres::
         generation: r.try_get::<_, i64>(12)? as u64,
         epoch: r.try_get::<_, i64>(13)? as u64,
         summary: r.try_get(16)?,
+        owners: r.try_get(17)?,
     })
 }
 
@@ -437,7 +438,7 @@ impl Backend for PostgresBackend {
 /// Every token row, in slot order (`TOKEN_COLUMNS`).
 const TOKENS_SQL: &str = "SELECT slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
      user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
-     so_pending, user_pending, summary FROM tokens ORDER BY slot_id";
+     so_pending, user_pending, summary, owners FROM tokens ORDER BY slot_id";
 
 struct PgTx<'a, 'c> {
     tx: &'a mut postgres::Transaction<'c>,
@@ -461,7 +462,7 @@ impl PgTx<'_, '_> {
             .map_err(|e| self.backend.db_err("read", &e))
     }
 
-    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 16] {
+    fn token_args(t: &TokenRow) -> [Box<dyn postgres::types::ToSql + Sync>; 17] {
         [
             Box::new(t.slot_id as i64),
             Box::new(t.label.clone()),
@@ -479,6 +480,7 @@ impl PgTx<'_, '_> {
             Box::new(t.so.counter.pending_text()),
             Box::new(t.user.counter.pending_text()),
             Box::new(t.summary.clone()),
+            Box::new(t.owners.clone()),
         ]
     }
 }
@@ -513,8 +515,8 @@ impl Tx for PgTx<'_, '_> {
         let args: Vec<&(dyn postgres::types::ToSql + Sync)> = a.iter().map(|b| &**b).collect();
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending, summary) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending, summary, owners) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
             &args,
         )
         .map(|_| ())
@@ -526,7 +528,7 @@ impl Tx for PgTx<'_, '_> {
         self.change(
             "UPDATE tokens SET label = $2, serial = $3, so_wrap = $4, so_failures = $5, so_attempts = $6, \
              so_locked = $7, user_wrap = $8, user_failures = $9, user_attempts = $10, user_locked = $11, \
-             max_failures = $12, epoch = $13, so_pending = $14, user_pending = $15, summary = $16 WHERE slot_id = $1",
+             max_failures = $12, epoch = $13, so_pending = $14, user_pending = $15, summary = $16, owners = $17 WHERE slot_id = $1",
             &args,
         )
         .map(|_| ())

@@ -56,6 +56,7 @@ ALTER TABLE tokens ADD COLUMN user_pending TEXT NOT NULL DEFAULT '';
 ALTER TABLE objects ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE objects ADD COLUMN tag BYTEA;
 ALTER TABLE tokens ADD COLUMN summary BYTEA;
+ALTER TABLE tokens ADD COLUMN owners BYTEA;
 CREATE INDEX objects_tags ON objects(slot_id, id) INCLUDE (tag) WHERE tag IS NOT NULL;
 ",
 ];

@@ -69,12 +69,15 @@ ALTER TABLE tokens ADD COLUMN user_pending TEXT NOT NULL DEFAULT '';
 ";
 
 /// Authenticated records: each object row's version and tag, the token's summary of them
-/// (`store::sealed::ledger`), and an index the summary's check scans without the rows' values.
+/// (`store::sealed::ledger`), and an index the summary's check scans without the rows' values;
+/// the token key's generation and the PIN owners' points under its MAC (`owners`,
+/// `store::sealed::owners`).
 /// Rows of an older store keep no tag until the token's first login upgrades them.
 pub(super) const SCHEMA_V5: &str = "
 ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE objects ADD COLUMN tag BLOB;
 ALTER TABLE tokens ADD COLUMN summary BLOB;
+ALTER TABLE tokens ADD COLUMN owners BLOB;
 CREATE INDEX objects_tags ON objects(slot_id, tag);
 ";
 

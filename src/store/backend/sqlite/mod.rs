@@ -26,7 +26,7 @@ pub struct SqliteBackend {
 
 const TOKEN_COLUMNS: &str = "slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
      user_wrap, user_failures, user_attempts, user_locked, max_failures, generation, epoch, \
-     so_pending, user_pending, summary";
+     so_pending, user_pending, summary, owners";
 
 fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
     let pin = |at: usize, pending: usize| -> rusqlite::Result<PinRow> {
@@ -50,6 +50,7 @@ fn token_from_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRow> {
         generation: r.get::<_, i64>(12)? as u64,
         epoch: r.get::<_, i64>(13)? as u64,
         summary: r.get(16)?,
+        owners: r.get(17)?,
     })
 }
 
@@ -335,8 +336,8 @@ impl Tx for SqliteTx<'_> {
     fn insert_token(&mut self, t: &TokenRow) -> Result<()> {
         self.change(
             "INSERT INTO tokens (slot_id, label, serial, so_wrap, so_failures, so_attempts, so_locked, \
-             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending, summary) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             user_wrap, user_failures, user_attempts, user_locked, max_failures, epoch, so_pending, user_pending, summary, owners) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -353,7 +354,8 @@ impl Tx for SqliteTx<'_> {
                 t.epoch as i64,
                 t.so.counter.pending_text(),
                 t.user.counter.pending_text(),
-                t.summary
+                t.summary,
+                t.owners
             ],
         )
         .map(|_| ())
@@ -363,7 +365,7 @@ impl Tx for SqliteTx<'_> {
         self.change(
             "UPDATE tokens SET label = ?2, serial = ?3, so_wrap = ?4, so_failures = ?5, so_attempts = ?6, \
              so_locked = ?7, user_wrap = ?8, user_failures = ?9, user_attempts = ?10, user_locked = ?11, \
-             max_failures = ?12, epoch = ?13, so_pending = ?14, user_pending = ?15, summary = ?16 WHERE slot_id = ?1",
+             max_failures = ?12, epoch = ?13, so_pending = ?14, user_pending = ?15, summary = ?16, owners = ?17 WHERE slot_id = ?1",
             params![
                 t.slot_id as i64,
                 t.label,
@@ -380,7 +382,8 @@ impl Tx for SqliteTx<'_> {
                 t.epoch as i64,
                 t.so.counter.pending_text(),
                 t.user.counter.pending_text(),
-                t.summary
+                t.summary,
+                t.owners
             ],
         )
         .map(|_| ())

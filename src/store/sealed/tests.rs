@@ -876,3 +876,52 @@ fn objects_written_without_a_login_are_unauthenticated() {
 }
 
 mod rotation;
+
+/// A store written before records were authenticated (no tags, no summary) is upgraded at the
+/// first login in one transaction: an upgrade that fails half-way (a row write refused, as a
+/// full disk or a killed process) leaves every row as it was and the store usable, and the
+/// next login upgrades it.
+#[test]
+fn an_upgrade_failing_half_way_leaves_the_store_as_it_was() {
+    for c in cases() {
+        let s = &c.store;
+        s.init_token(0, SO, &[b' '; 32], Some(USER)).unwrap();
+        s.login(0, PinOwner::User, USER).unwrap();
+        let records: Vec<ObjectRecord> = (0..6u8).map(|i| private_key(&[i], b"old")).collect();
+        s.create(0, &records, &[]).unwrap();
+        s.create(0, &[public_data(b"old")], &[]).unwrap();
+        s.logout(0);
+        // The rows as the earlier format wrote them: no tags, no summary.
+        transact(&*s.backend, |tx| {
+            for mut row in tx.objects_after(0, 0, 100)? {
+                row.tag = None;
+                row.version = 0;
+                tx.put_object(0, &row)?;
+            }
+            let mut t = tx.token(0)?.unwrap();
+            t.summary = None;
+            tx.update_token(&t)
+        })
+        .unwrap();
+        let untagged = || s.backend.tags(0).unwrap();
+        c.calls.puts_before_failure.store(3, SeqCst);
+        assert_eq!(
+            rv(s.login(0, PinOwner::User, USER)),
+            CKR_DEVICE_ERROR,
+            "{}",
+            c.name
+        );
+        c.calls.puts_before_failure.store(0, SeqCst);
+        let scan = untagged();
+        assert!(
+            scan.tags.is_empty() && scan.summary.is_none(),
+            "{}: the failed upgrade left a trace",
+            c.name
+        );
+        s.login(0, PinOwner::User, USER).unwrap();
+        let all = s.find(0, &by_label(b"old"), true).unwrap();
+        assert_eq!(all.len(), 7, "{}", c.name);
+        assert!(all.iter().all(|o| o.authenticated), "{}", c.name);
+        assert_eq!(untagged().tags.len(), 7, "{}", c.name);
+    }
+}

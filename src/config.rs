@@ -32,6 +32,45 @@ pub struct Config {
     pub pin: PinConfig,
     pub log: LogConfig,
     pub engine: EngineConfig,
+    /// When present, the module is a client of `ferrohsm-server` and holds no token itself
+    /// (`store` is then unused).
+    pub remote: Option<RemoteConfig>,
+}
+
+/// `[remote]`: the server the module's token lives on, and the module's identity to it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RemoteConfig {
+    /// `host:port` of each server, tried in order.
+    pub servers: Vec<String>,
+    /// PEM file of the CA certificate(s) that signed the servers' certificates.
+    pub ca: Option<PathBuf>,
+    /// PEM file of this client's certificate (its chain may follow).
+    pub cert: Option<PathBuf>,
+    /// PEM file of this client's private key (PKCS#8, SEC1 or PKCS#1).
+    pub key: Option<PathBuf>,
+    /// The name the servers' certificates are checked against; the host of each address when
+    /// absent.
+    pub server_name: Option<String>,
+    /// How long one call waits for its answer, connecting included.
+    pub timeout_ms: u32,
+}
+
+/// One call's wait for the server: long enough for a key pair generation, short enough that a
+/// server gone silent is noticed.
+pub const REMOTE_TIMEOUT_MS: std::ops::RangeInclusive<u32> = 100..=600_000;
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            servers: Vec::new(),
+            ca: None,
+            cert: None,
+            key: None,
+            server_name: None,
+            timeout_ms: 60_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -163,10 +202,18 @@ impl Config {
         })?;
         // Relative paths are relative to the file that names them.
         let base = path.parent().unwrap_or(Path::new("."));
+        let remote = c.remote.as_mut();
+        let (ca, cert, key) = match remote {
+            Some(r) => (r.ca.as_mut(), r.cert.as_mut(), r.key.as_mut()),
+            None => (None, None, None),
+        };
         for p in [
-            &mut c.store.path,
-            &mut c.store.root_cert,
-            &mut c.store.password_file,
+            c.store.path.as_mut(),
+            c.store.root_cert.as_mut(),
+            c.store.password_file.as_mut(),
+            ca,
+            cert,
+            key,
         ]
         .into_iter()
         .flatten()
@@ -203,6 +250,23 @@ impl Config {
             }
         };
         words("store.backend", &self.store.backend, STORE_BACKENDS)?;
+        if let Some(r) = &self.remote {
+            if r.servers.is_empty() {
+                return Err("remote.servers must name at least one server as \"host:port\"".into());
+            }
+            for (key, v) in [
+                ("remote.ca", &r.ca),
+                ("remote.cert", &r.cert),
+                ("remote.key", &r.key),
+            ] {
+                if v.is_none() {
+                    return Err(format!(
+                        "{key} must name a PEM file: the remote token needs mutual TLS"
+                    ));
+                }
+            }
+            range("remote.timeout_ms", r.timeout_ms, REMOTE_TIMEOUT_MS)?;
+        }
         if self.store.backend == "postgres" {
             self.check_postgres()?;
         }

@@ -18,6 +18,10 @@ pub mod logging;
 #[forbid(unsafe_code)]
 pub mod mechanism;
 #[forbid(unsafe_code)]
+pub mod remote;
+#[forbid(unsafe_code)]
+pub mod service;
+#[forbid(unsafe_code)]
 pub mod store;
 #[forbid(unsafe_code)]
 pub mod token;

@@ -6,7 +6,8 @@
 use super::slice::{attributes, copied};
 pub use super::slice::{bytes, required_bytes};
 use crate::error::{fail, fail_because, Error, Result};
-use crate::mechanism::{self, Mechanism};
+use crate::mechanism;
+use crate::service::RawMechanism;
 use crate::token::attributes::Template;
 use crate::token::Output;
 use cryptoki_sys::*;
@@ -162,12 +163,12 @@ impl AttributeAnswers {
 }
 
 /// Reads a mechanism: its type and, through `param::read`, its parameter in the C structure
-/// the mechanism's family names; the family checks it.
+/// the mechanism's family names; the service checks it with the family (`RawMechanism`).
 ///
 /// # Safety
 /// `p` is NULL or a readable `CK_MECHANISM` whose parameter is NULL or valid for its length,
 /// and whose pointers inside (labels, IVs, contexts) are NULL or valid for their lengths.
-pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
+pub unsafe fn mechanism<'a>(p: *const CK_MECHANISM) -> Result<RawMechanism<'a>> {
     if p.is_null() {
         return fail_because(CKR_ARGUMENTS_BAD, "the mechanism is NULL");
     }
@@ -185,7 +186,7 @@ pub unsafe fn mechanism(p: *const CK_MECHANISM) -> Result<Mechanism> {
     };
     // SAFETY: the caller's contract covers the parameter and the memory it points at.
     let param = unsafe { super::param::read(&m, shape) }?;
-    Mechanism::parse(family, t, param)
+    Ok(RawMechanism { ty: t, family, param })
 }
 
 /// Copies `s` into a blank-padded fixed field, as PKCS#11 info structures want.

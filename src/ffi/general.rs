@@ -3,8 +3,9 @@
 
 use super::convert::{bytes, out, padded};
 use super::{lib, STATE};
-use crate::error::{fail, fail_because, Error};
-use crate::token::{self, Library};
+use crate::error::{fail, fail_because};
+use crate::service::Service;
+use crate::token;
 use cryptoki_sys::*;
 use parking_lot::Mutex;
 use std::ffi::c_void;
@@ -48,7 +49,7 @@ ck_fn!(
             // threads that do not exist here, so it is abandoned rather than dropped.
             std::mem::forget(old);
         }
-        STATE.store(Some(Arc::new((Library::open()?, generation))));
+        STATE.store(Some(Arc::new((Service::open()?, generation))));
         log::debug!("C_Initialize: ready");
         Ok(())
     }
@@ -104,7 +105,7 @@ ck_fn!(
 
 ck_fn!(
     fn C_SeedRandom(session: CK_SESSION_HANDLE, seed: *mut CK_BYTE, len: CK_ULONG) {
-        lib()?.0.session(session)?;
+        lib()?.0.check_session(session)?;
         // SAFETY: the caller's seed, NULL or valid for `len` bytes per PKCS#11.
         unsafe { bytes(seed, len) }?;
         // The OS generator needs no seed; mixing caller data in could only weaken it.
@@ -114,7 +115,8 @@ ck_fn!(
 
 ck_fn!(
     fn C_GenerateRandom(session: CK_SESSION_HANDLE, buf: *mut CK_BYTE, len: CK_ULONG) {
-        lib()?.0.session(session)?;
+        let l = lib()?;
+        l.0.check_session(session)?;
         if buf.is_null() {
             return if len == 0 {
                 Ok(())
@@ -127,20 +129,20 @@ ck_fn!(
         }
         // SAFETY: non-NULL, so valid for `len` bytes per PKCS#11 (length below isize::MAX).
         let buf = unsafe { std::slice::from_raw_parts_mut(buf, len as usize) };
-        getrandom::fill(buf).map_err(|_| Error(CKR_FUNCTION_FAILED))
+        l.0.generate_random(session, buf)
     }
 );
 
 ck_fn!(
     fn C_GetFunctionStatus(session: CK_SESSION_HANDLE) {
-        lib()?.0.session(session)?;
+        lib()?.0.check_session(session)?;
         fail(CKR_FUNCTION_NOT_PARALLEL)
     }
 );
 
 ck_fn!(
     fn C_CancelFunction(session: CK_SESSION_HANDLE) {
-        lib()?.0.session(session)?;
+        lib()?.0.check_session(session)?;
         fail(CKR_FUNCTION_NOT_PARALLEL)
     }
 );

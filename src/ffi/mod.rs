@@ -29,13 +29,13 @@ pub use slot::*;
 pub use vendor::*;
 
 use crate::error::{Error, Result};
-use crate::token::Library;
+use crate::service::Service;
 use arc_swap::ArcSwapOption;
 use cryptoki_sys::*;
 use std::sync::Arc;
 
-/// The initialised library, if any, with the fork generation it was made in.
-static STATE: ArcSwapOption<(Library, u64)> = ArcSwapOption::const_empty();
+/// The initialised token service (local or remote), if any, with the fork generation it was made in.
+static STATE: ArcSwapOption<(Service, u64)> = ArcSwapOption::const_empty();
 
 /// The library for this call, or `CKR_CRYPTOKI_NOT_INITIALIZED` (also in a forked child
 /// that has not called `C_Initialize` itself).
@@ -52,13 +52,13 @@ pub(crate) fn lib() -> Result<LibRef> {
 /// With signers on every core, that shared count was a write to one cache line by every call
 /// of every thread (`ffi::lib` 0.1% of a one-client profile, 0.4% at two clients).
 pub(crate) struct LibRef {
-    state: arc_swap::Guard<Option<Arc<(Library, u64)>>>,
+    state: arc_swap::Guard<Option<Arc<(Service, u64)>>>,
 }
 
 impl std::ops::Deref for LibRef {
-    type Target = (Library, u64);
+    type Target = (Service, u64);
 
-    fn deref(&self) -> &(Library, u64) {
+    fn deref(&self) -> &(Service, u64) {
         self.state
             .as_deref()
             .expect("lib() returns a LibRef only for an initialised library")

@@ -4,7 +4,7 @@ use super::convert::{capacity, mechanism, out, template, template_pairs, write_o
 use super::lib;
 use super::slice::{copied, output_capacity};
 use crate::error::{fail, fail_because};
-use crate::token::objects::{attribute_value, AttributeValue};
+use crate::token::objects::AttributeValue;
 use cryptoki_sys::*;
 
 // One SAFETY reason serves every call below: the pointers are the caller's, and PKCS#11 makes
@@ -68,12 +68,12 @@ ck_fn!(
         let l = lib()?;
         // SAFETY: the caller's template (see above).
         let mut attrs = unsafe { AttributeAnswers::read(tmpl, count) }?;
-        let obj = l.0.object(session, handle)?;
+        let types: Vec<CK_ATTRIBUTE_TYPE> = attrs.entries.iter().map(|a| a.type_).collect();
         // Every attribute gets its answer; the call reports the last problem met (§5.7).
         let mut rv = CKR_OK;
-        for i in 0..attrs.entries.len() {
+        l.0.attribute_values(session, handle, &types, |i, value| {
             let a = attrs.entries[i];
-            let (len, value) = match attribute_value(&obj, a.type_) {
+            let (len, value) = match value {
                 AttributeValue::Sensitive => {
                     rv = CKR_ATTRIBUTE_SENSITIVE;
                     (CK_UNAVAILABLE_INFORMATION, None)
@@ -105,7 +105,7 @@ ck_fn!(
             };
             // SAFETY: the caller's entry `i` and its buffer, which holds `value` (checked).
             unsafe { attrs.answer(i, len, value) };
-        }
+        })?;
         if rv == CKR_OK {
             Ok(())
         } else {
@@ -183,7 +183,7 @@ ck_fn!(
         l.0.check_session(session)?;
         // SAFETY: the caller's output handle, mechanism and template (see above).
         let (key, tmpl, m) = unsafe { (out(key)?, template(tmpl, count)?, mechanism(mech)?) };
-        *key = l.0.generate_key(session, &m, tmpl)?;
+        *key = l.0.generate_key(session, m, tmpl)?;
         Ok(())
     }
 );
@@ -211,7 +211,7 @@ ck_fn!(
                 mechanism(mech)?,
             )
         };
-        let (p, s) = l.0.generate_key_pair(session, &m, pub_tmpl, priv_tmpl)?;
+        let (p, s) = l.0.generate_key_pair(session, m, pub_tmpl, priv_tmpl)?;
         *pub_key = p;
         *priv_key = s;
         Ok(())

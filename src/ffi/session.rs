@@ -39,11 +39,10 @@ ck_fn!(
         let l = lib()?;
         // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
         let info = unsafe { out(info) }?;
-        let s = l.0.session(session)?;
-        let s = s.lock();
-        info.slotID = s.token.slot_id;
-        info.state = s.state();
-        info.flags = CKF_SERIAL_SESSION | if s.rw { CKF_RW_SESSION } else { 0 };
+        let s = l.0.session_info(session)?;
+        info.slotID = s.slot_id;
+        info.state = s.state;
+        info.flags = s.flags;
         info.ulDeviceError = 0;
         Ok(())
     }
@@ -51,10 +50,11 @@ ck_fn!(
 
 ck_fn!(
     fn C_GetOperationState(session: CK_SESSION_HANDLE, _state: *mut CK_BYTE, len: *mut CK_ULONG) {
-        let s = lib()?.0.session(session)?;
+        let l = lib()?;
+        l.0.check_session(session)?;
         // SAFETY: the caller's output length, NULL or valid per PKCS#11.
         unsafe { out(len) }?;
-        if !s.lock().has_crypto_operation() {
+        if !l.0.has_crypto_operation(session)? {
             // Nothing to save: the code C_GetOperationState lists for it (pkcs11test checks).
             return fail(CKR_OPERATION_NOT_INITIALIZED);
         }
@@ -71,7 +71,7 @@ ck_fn!(
         _enc_key: CK_OBJECT_HANDLE,
         _auth_key: CK_OBJECT_HANDLE,
     ) {
-        lib()?.0.session(session)?;
+        lib()?.0.check_session(session)?;
         if state.is_null() {
             return fail_because(CKR_ARGUMENTS_BAD, "C_SetOperationState: the state is NULL");
         }

@@ -2,8 +2,7 @@
 
 use super::convert::{out, padded, required_bytes};
 use super::lib;
-use crate::error::{fail, fail_because, Error};
-use crate::mechanism;
+use crate::error::{fail, fail_because};
 use crate::store::{MAX_PIN_LEN, MIN_PIN_LEN};
 use crate::token;
 use cryptoki_sys::*;
@@ -23,7 +22,7 @@ ck_fn!(
         let l = lib()?;
         // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
         let info = unsafe { out(info) }?;
-        l.0.token(slot)?;
+        l.0.check_slot(slot)?;
         info.slotDescription = padded(format!("ferrohsm slot {slot}").as_bytes());
         info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
         info.flags = CKF_TOKEN_PRESENT;
@@ -45,19 +44,11 @@ ck_fn!(
         // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
         let info = unsafe { out(info) }?;
         let t = l.0.token_info(slot)?;
-        match &t.record {
-            Some(r) => {
-                info.label = padded(&r.label);
-                info.serialNumber = padded(&r.serial);
-            }
-            None => {
-                info.label = padded(b"");
-                info.serialNumber = padded(b"");
-            }
-        }
+        info.label = padded(&t.label);
+        info.serialNumber = padded(&t.serial);
         info.manufacturerID = padded(token::MANUFACTURER.as_bytes());
         info.model = padded(token::MODEL.as_bytes());
-        info.flags = t.flags();
+        info.flags = t.flags;
         info.ulMaxSessionCount = CK_EFFECTIVELY_INFINITE;
         info.ulSessionCount = t.sessions as CK_ULONG;
         info.ulMaxRwSessionCount = CK_EFFECTIVELY_INFINITE;
@@ -136,8 +127,7 @@ ck_fn!(
         let l = lib()?;
         // SAFETY: the caller's count, NULL or valid per PKCS#11.
         let count = unsafe { out(count) }?;
-        l.0.token(slot)?;
-        let mechs: Vec<_> = mechanism::mechanism_list().iter().map(|(m, _)| *m).collect();
+        let mechs = l.0.mechanism_list(slot)?;
         // SAFETY: the caller's list, NULL or valid for `*count` mechanism types per PKCS#11.
         unsafe { write_list(&mechs, list, count) }
     }
@@ -148,8 +138,7 @@ ck_fn!(
         let l = lib()?;
         // SAFETY: the caller's output structure, NULL or valid per PKCS#11.
         let info = unsafe { out(info) }?;
-        l.0.token(slot)?;
-        *info = mechanism::mechanism_info(mech).ok_or(Error(CKR_MECHANISM_INVALID))?;
+        *info = l.0.mechanism_info(slot, mech)?;
         Ok(())
     }
 );

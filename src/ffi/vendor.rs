@@ -84,7 +84,7 @@ ck_fn!(
         let l = lib()?;
         // SAFETY: `passed` is NULL or the caller's writable CK_ULONG.
         let passed = unsafe { out(passed) }?;
-        l.0.token(slot)?;
+        l.0.check_slot(slot)?;
         *passed = engine::self_test() as CK_ULONG;
         Ok(())
     }

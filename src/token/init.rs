@@ -7,10 +7,8 @@ use crate::error::{Error, Result};
 use cryptoki_sys::CKR_GENERAL_ERROR;
 
 impl Library {
-    /// Loads the configuration (refusing out-of-range values), starts logging, configures the
-    /// engine and opens the store. A failure is logged for the operator, who is told which
-    /// file and which key; the caller sees `CKR_GENERAL_ERROR`, as there is no better code.
-    pub fn open() -> Result<Library> {
+    /// Loads the configuration and starts logging by it.
+    pub fn load_config() -> Result<crate::config::Config> {
         let config = crate::config::Config::load().map_err(|e| {
             // The log's own settings are in the file that failed: log with the defaults.
             crate::logging::init(None);
@@ -18,13 +16,20 @@ impl Library {
             Error(CKR_GENERAL_ERROR)
         })?;
         crate::logging::init(Some(&config.log));
+        Ok(config)
+    }
+
+    /// Configures the engine and opens the store. A failure (here and in `load_config`) is
+    /// logged for the operator, who is told which file and which key; the caller sees
+    /// `CKR_GENERAL_ERROR`, as there is no better code.
+    pub fn with_config(config: &crate::config::Config) -> Result<Library> {
         crate::engine::configure(config.engine.kernel.as_deref(), config.engine.force_portable).map_err(
             |e| {
                 log::error!("C_Initialize: {e}");
                 Error(CKR_GENERAL_ERROR)
             },
         )?;
-        let store = crate::store::open(&config).map_err(|e| {
+        let store = crate::store::open(config).map_err(|e| {
             log::error!("C_Initialize: {e}");
             Error(CKR_GENERAL_ERROR)
         })?;

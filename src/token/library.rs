@@ -107,7 +107,8 @@ impl Library {
         fail(CKR_SLOT_ID_INVALID)
     }
 
-    pub fn token_info(&self, slot_id: CK_SLOT_ID) -> Result<TokenInfo> {
+    /// The token's record and session counts, for `C_GetTokenInfo` (`service::TokenInfo`).
+    pub fn token_state(&self, slot_id: CK_SLOT_ID) -> Result<TokenInfo> {
         let token = self.token(slot_id)?;
         let record = if token.is_initialized() {
             token.refresh_record()

@@ -1,0 +1,200 @@
+//! Listening, the TLS handshake, and each connection's life: its identity, its token library
+//! (its own store handle, login state and sessions, as an application of its own), and the
+//! HTTP/2 streams that carry its calls. A connection that drops takes its sessions with it.
+
+use crate::config::{ClientRule, Server};
+use crate::dispatch;
+use bytes::Bytes;
+use ferrohsm::remote::proto::{self, Reply, Request};
+use ferrohsm::token::Library;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// One client connection: who it is, what it may see, and its token library.
+pub struct Connection {
+    pub who: String,
+    pub rule: ClientRule,
+    pub lib: Library,
+}
+
+pub fn run(config: Server) -> Result<(), String> {
+    ferrohsm::logging::init(Some(&config.module.log));
+    ferrohsm::engine::configure(
+        config.module.engine.kernel.as_deref(),
+        config.module.engine.force_portable,
+    )?;
+    // The store is opened once here so that a bad configuration stops the server at start.
+    ferrohsm::store::open(&config.module)?;
+    let tls = tls_config(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the server's threads: {e}"))?;
+    runtime.block_on(listen(Arc::new(config), tls))
+}
+
+fn tls_config(config: &Server) -> Result<Arc<rustls::ServerConfig>, String> {
+    use ferrohsm::remote::tls;
+    let roots = Arc::new(tls::roots(&config.ca)?);
+    let webpki = rustls::server::WebPkiClientVerifier::builder_with_provider(roots, tls::provider())
+        .build()
+        .map_err(|e| format!("{}: {e}", config.ca.display()))?;
+    let verifier = Arc::new(crate::identity::NamingVerifier(webpki));
+    let mut server = rustls::ServerConfig::builder_with_provider(tls::provider())
+        .with_protocol_versions(tls::VERSIONS)
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(tls::certificates(&config.cert)?, tls::private_key(&config.key)?)
+        .map_err(|e| format!("the server certificate and key do not go together: {e}"))?;
+    server.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(server))
+}
+
+async fn listen(config: Arc<Server>, tls: Arc<rustls::ServerConfig>) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    log::info!("listening on {addr}");
+    // Said on stdout too: with `listen = "127.0.0.1:0"` it is how a caller learns the port.
+    println!("ferrohsm-server: listening on {addr}");
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, config) = (acceptor.clone(), config.clone());
+        tokio::spawn(async move { serve(tcp, peer, acceptor, config).await });
+    }
+}
+
+async fn serve(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    config: Arc<Server>,
+) {
+    let stream = match acceptor.accept(tcp).await {
+        Ok(s) => s,
+        Err(e) => {
+            log::warn!("{peer}: TLS handshake refused: {e}");
+            return;
+        }
+    };
+    let Some(cert) = stream.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+        log::warn!("{peer}: no client certificate; connection closed");
+        return;
+    };
+    let names = crate::identity::names(cert);
+    let Some(rule) = config
+        .clients
+        .iter()
+        .find(|r| names.names.contains(&r.identity))
+        .cloned()
+    else {
+        log::warn!(
+            "{peer}: certificate \"{}\" is signed by the CA but no [[client]] identity matches {:?}; connection closed",
+            names.subject,
+            names.names
+        );
+        return;
+    };
+    let who = format!("{}@{peer}", rule.identity);
+    // A store handle of the connection's own: login state and the token key it unseals are
+    // this client's, as they are a process's with the local module.
+    let module = config.module.clone();
+    let store = match tokio::task::spawn_blocking(move || ferrohsm::store::open(&module)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            log::error!("{who}: cannot open the store: {e}");
+            return;
+        }
+        Err(e) => {
+            log::error!("{who}: cannot open the store: {e}");
+            return;
+        }
+    };
+    log::info!("{who}: connected");
+    let conn = Arc::new(Connection {
+        who: who.clone(),
+        rule,
+        lib: Library::new(store, u64::from(config.module.store.cache_mib) << 20),
+    });
+    let service = hyper::service::service_fn(move |req| call(conn.clone(), req));
+    if let Err(e) = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        log::info!("{who}: connection ended: {e}");
+    }
+    log::info!("{who}: disconnected; its sessions are closed");
+}
+
+fn answer(status: StatusCode, body: Vec<u8>) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r
+}
+
+async fn call(
+    conn: Arc<Connection>,
+    req: hyper::Request<Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+    if req.method() != Method::POST || req.uri().path() != proto::PATH {
+        return Ok(answer(StatusCode::NOT_FOUND, Vec::new()));
+    }
+    let bytes = match Limited::new(req.into_body(), proto::MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            log::warn!(
+                "{}: request refused: {e} (at most {} bytes)",
+                conn.who,
+                proto::MAX_BODY
+            );
+            return Ok(answer(StatusCode::PAYLOAD_TOO_LARGE, Vec::new()));
+        }
+    };
+    let response: proto::Response = match proto::decode::<Request>(&bytes) {
+        Ok(request) => match request.check() {
+            Err(e) => Err(e.rv()),
+            // The token blocks (the store, the engine's batches): its calls run off the
+            // connection's task.
+            Ok(()) => {
+                let c = conn.clone();
+                tokio::task::spawn_blocking(move || dispatch::call(&c, request))
+                    .await
+                    .unwrap_or_else(|_| {
+                        log::error!("{}: a call panicked", conn.who);
+                        Err(cryptoki_sys::CKR_GENERAL_ERROR)
+                    })
+            }
+        },
+        Err(Some(v)) => {
+            log::warn!(
+                "{}: speaks protocol version {v}, this server {}",
+                conn.who,
+                proto::VERSION
+            );
+            Ok(Reply::Version(proto::VERSION))
+        }
+        Err(None) => {
+            log::warn!("{}: a request could not be decoded", conn.who);
+            return Ok(answer(StatusCode::BAD_REQUEST, Vec::new()));
+        }
+    };
+    Ok(match proto::encode(&response) {
+        Ok(b) => answer(StatusCode::OK, b),
+        Err(_) => answer(StatusCode::INTERNAL_SERVER_ERROR, Vec::new()),
+    })
+}

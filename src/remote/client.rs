@@ -1,0 +1,304 @@
+//! The connection to `ferrohsm-server` and the handles the application holds.
+//!
+//! The tokio runtime is made here, at `C_Initialize`, and nowhere else: the module starts no
+//! thread before it. `C_Finalize` drops the client and with it the runtime (its threads end).
+//! In a child after `fork()` the parent's client is abandoned by `ffi` (leaked, never dropped:
+//! its runtime's threads do not exist in the child), and the child's `C_Initialize` makes a
+//! new one with a new connection.
+//!
+//! Session handles are the client's own, each mapped to a server, the connection it was
+//! opened on and the server's handle. A session belongs to its connection on the server (the
+//! server closes it when the connection drops), so a handle whose connection is gone answers
+//! `CKR_SESSION_HANDLE_INVALID` instead of reaching a new session of the same number. The same
+//! map is where failover to another server will hang: a handle can be pointed to a session
+//! opened again elsewhere without the application seeing a new number.
+
+use super::proto::{self, Reply, Request};
+use crate::config::RemoteConfig;
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use cryptoki_sys::*;
+use dashmap::DashMap;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use parking_lot::Mutex;
+use rustls::pki_types::ServerName;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A session as the client knows it.
+#[derive(Clone, Copy)]
+struct RemoteSession {
+    /// The connection it was opened on (`Conn::id`).
+    conn: u64,
+    /// The server's handle.
+    handle: u64,
+}
+
+/// One HTTP/2 connection: concurrent calls are its concurrent streams.
+#[derive(Clone)]
+pub(super) struct Conn {
+    id: u64,
+    server: usize,
+    sender: SendRequest<Full<Bytes>>,
+}
+
+pub struct Client {
+    runtime: Option<tokio::runtime::Runtime>,
+    tls: Arc<rustls::ClientConfig>,
+    servers: Vec<(String, ServerName<'static>)>,
+    timeout: Duration,
+    conn: Mutex<Option<Conn>>,
+    next_conn: AtomicU64,
+    sessions: DashMap<CK_SESSION_HANDLE, RemoteSession>,
+    next_session: AtomicU64,
+}
+
+fn config_error(why: String) -> Error {
+    log::error!("C_Initialize: [remote]: {why}");
+    Error(CKR_GENERAL_ERROR)
+}
+
+impl Client {
+    /// Reads the certificates and key, and makes the runtime. Connects at the first call, so
+    /// that `C_Initialize` succeeds while a server is down (an application may start first).
+    pub fn open(config: &RemoteConfig) -> Result<Client> {
+        let file = |p: &Option<std::path::PathBuf>| p.clone().unwrap_or_default();
+        let roots = super::tls::roots(&file(&config.ca)).map_err(config_error)?;
+        let chain = super::tls::certificates(&file(&config.cert)).map_err(config_error)?;
+        let key = super::tls::private_key(&file(&config.key)).map_err(config_error)?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(super::tls::provider())
+            .with_protocol_versions(super::tls::VERSIONS)
+            .map_err(|e| config_error(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| config_error(format!("the client certificate and key do not go together: {e}")))?;
+        tls.alpn_protocols = vec![b"h2".to_vec()];
+        let mut servers = Vec::new();
+        for s in &config.servers {
+            let host = match &config.server_name {
+                Some(n) => n.clone(),
+                None => host_of(s).to_string(),
+            };
+            let name = ServerName::try_from(host.clone())
+                .map_err(|_| config_error(format!("{host:?} is not a host name or address to check a server's certificate against; set remote.server_name")))?;
+            servers.push((s.clone(), name));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ferrohsm-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| config_error(format!("cannot start the client's threads: {e}")))?;
+        Ok(Client {
+            runtime: Some(runtime),
+            tls: Arc::new(tls),
+            servers,
+            timeout: Duration::from_millis(u64::from(config.timeout_ms)),
+            conn: Mutex::new(None),
+            next_conn: AtomicU64::new(1),
+            sessions: DashMap::new(),
+            next_session: AtomicU64::new(1),
+        })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives until the client is dropped")
+    }
+
+    /// The live connection, made if there is none (the servers tried in order).
+    fn connection(&self) -> Result<Conn> {
+        let mut slot = self.conn.lock();
+        if let Some(c) = slot.as_ref() {
+            if !c.sender.is_closed() {
+                return Ok(c.clone());
+            }
+            log::warn!(
+                "remote: the connection to {} was lost; its sessions are gone",
+                self.servers[c.server].0
+            );
+        }
+        *slot = None;
+        let mut last = String::new();
+        for (i, (addr, name)) in self.servers.iter().enumerate() {
+            let attempt = connect(addr.clone(), name.clone(), self.tls.clone());
+            match self
+                .runtime()
+                .block_on(async { tokio::time::timeout(self.timeout, attempt).await })
+            {
+                Ok(Ok(sender)) => {
+                    let c = Conn {
+                        id: self.next_conn.fetch_add(1, Ordering::Relaxed),
+                        server: i,
+                        sender,
+                    };
+                    log::info!("remote: connected to {addr}");
+                    *slot = Some(c.clone());
+                    return Ok(c);
+                }
+                Ok(Err(e)) => last = format!("{addr}: {e}"),
+                Err(_) => last = format!("{addr}: no answer within {:?}", self.timeout),
+            }
+        }
+        log::error!(
+            "remote: no server reached (last: {last}); check remote.servers, that ferrohsm-server runs, and the certificates"
+        );
+        Err(Error(CKR_DEVICE_ERROR))
+    }
+
+    /// One call: the request out, the answer back, the token's error as its `CK_RV`.
+    pub(super) fn call(&self, req: &Request) -> Result<Reply> {
+        self.call_on(self.connection()?, req)
+    }
+
+    fn call_on(&self, conn: Conn, req: &Request) -> Result<Reply> {
+        let body = proto::encode(req)?;
+        let uri = format!("https://{}{}", self.servers[conn.server].0, proto::PATH);
+        let mut sender = conn.sender;
+        let exchange = async move {
+            sender.ready().await?;
+            let request = hyper::Request::post(uri)
+                .body(Full::new(Bytes::from(body)))
+                .expect("a POST of a valid URI builds");
+            let response = sender.send_request(request).await?;
+            let status = response.status();
+            let bytes = Limited::new(response.into_body(), proto::MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { e })?
+                .to_bytes();
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, bytes))
+        };
+        let answer = self
+            .runtime()
+            .block_on(async { tokio::time::timeout(self.timeout, exchange).await });
+        let (status, bytes) = match answer {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => {
+                log::error!("remote: call to {} failed: {e}", self.servers[conn.server].0);
+                return Err(Error(CKR_DEVICE_ERROR));
+            }
+            Err(_) => {
+                log::error!(
+                    "remote: {} did not answer within {:?} (remote.timeout_ms)",
+                    self.servers[conn.server].0,
+                    self.timeout
+                );
+                return Err(Error(CKR_DEVICE_ERROR));
+            }
+        };
+        if !status.is_success() {
+            log::error!("remote: {} answered HTTP {status}", self.servers[conn.server].0);
+            return Err(Error(CKR_DEVICE_ERROR));
+        }
+        match proto::decode::<proto::Response>(&bytes) {
+            Ok(Ok(Reply::Version(v))) => {
+                log::error!(
+                    "remote: the server speaks protocol version {v}, this module {}; upgrade the older one",
+                    proto::VERSION
+                );
+                Err(Error(CKR_DEVICE_ERROR))
+            }
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(rv)) => Err(Error(rv)),
+            Err(_) => {
+                log::error!(
+                    "remote: an answer from {} could not be read",
+                    self.servers[conn.server].0
+                );
+                Err(Error(CKR_DEVICE_ERROR))
+            }
+        }
+    }
+
+    /// The server's handle of session `h`, and the connection it lives on.
+    pub(super) fn session(&self, h: CK_SESSION_HANDLE) -> Result<(Conn, u64)> {
+        let s = *self.sessions.get(&h).ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
+        let conn = self.connection()?;
+        if conn.id != s.conn {
+            // Its connection dropped, and the server closed it with it.
+            self.sessions.remove(&h);
+            return Err(Error(CKR_SESSION_HANDLE_INVALID));
+        }
+        Ok((conn, s.handle))
+    }
+
+    /// A call on session `h`: `make` builds the request from the server's handle.
+    pub(super) fn on_session(
+        &self,
+        h: CK_SESSION_HANDLE,
+        make: impl FnOnce(u64) -> Request,
+    ) -> Result<Reply> {
+        let (conn, handle) = self.session(h)?;
+        self.call_on(conn, &make(handle))
+    }
+
+    /// Opens a session on the server and gives it a handle of the client's.
+    pub(super) fn add_session(&self, req: &Request) -> Result<CK_SESSION_HANDLE> {
+        let conn = self.connection()?;
+        let id = conn.id;
+        match self.call_on(conn, req)? {
+            Reply::Handle(handle) => {
+                let h = self.next_session.fetch_add(1, Ordering::Relaxed);
+                self.sessions.insert(h, RemoteSession { conn: id, handle });
+                Ok(h)
+            }
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub(super) fn forget_session(&self, h: CK_SESSION_HANDLE) {
+        self.sessions.remove(&h);
+    }
+
+    /// The client's handles of its open sessions.
+    pub(super) fn session_handles(&self) -> Vec<CK_SESSION_HANDLE> {
+        self.sessions.iter().map(|e| *e.key()).collect()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // C_Finalize: the connection task and the runtime's threads end here. Not reached in a
+        // forked child (the parent's client is leaked there).
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// An answer of the wrong kind for its call: a server bug or a mismatched version.
+pub(super) fn unexpected() -> Error {
+    log::error!("remote: the server answered a call with a reply of another kind");
+    Error(CKR_DEVICE_ERROR)
+}
+
+fn host_of(addr: &str) -> &str {
+    match addr.rsplit_once(':') {
+        Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+        None => addr,
+    }
+}
+
+async fn connect(
+    addr: String,
+    name: ServerName<'static>,
+    tls: Arc<rustls::ClientConfig>,
+) -> std::result::Result<SendRequest<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>> {
+    let tcp = tokio::net::TcpStream::connect(&addr).await?;
+    tcp.set_nodelay(true)?;
+    let stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await?;
+    let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(stream))
+        .await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            log::warn!("remote: connection to {addr} ended: {e}");
+        }
+    });
+    Ok(sender)
+}

@@ -1,0 +1,566 @@
+//! Each PKCS#11 call of the seam as a request to the server: the same signatures as the
+//! local token's (`token::Library`), so `service::Service` forwards to either.
+//!
+//! An argument the C boundary could not read (`Arg` holding an error) is answered here with
+//! its error and not sent; the server's operation then stays active where the local token
+//! would have ended it (`token::crypto::run_op`). Calls not carried yet answer
+//! `CKR_FUNCTION_NOT_SUPPORTED` (docs/architecture.md lists them).
+
+// The wire's integers are u64 whatever CK_ULONG is on either end (u64 on 64-bit Linux, where
+// these casts change nothing; u32 on other ABIs).
+#![allow(clippy::unnecessary_cast)]
+
+use super::client::{unexpected, Client};
+use super::proto::{Attribute, AttributeAnswer, Mechanism, Reply, Request, Secret};
+use crate::error::{fail, fail_because, Error, Result};
+use crate::service::{RawMechanism, SessionInfo, TokenInfo};
+use crate::token::attributes::Template;
+use crate::token::objects::AttributeValue;
+use crate::token::{Arg, Output};
+use cryptoki_sys::*;
+use zeroize::Zeroizing;
+
+fn done(r: Reply) -> Result<()> {
+    match r {
+        Reply::Done => Ok(()),
+        _ => Err(unexpected()),
+    }
+}
+
+fn handle(r: Reply) -> Result<u64> {
+    match r {
+        Reply::Handle(h) => Ok(h),
+        _ => Err(unexpected()),
+    }
+}
+
+fn output(r: Reply) -> Result<Output> {
+    match r {
+        Reply::Length(n) => Ok(Output::Length(n as usize)),
+        Reply::Data(d) => Ok(Output::Data(Zeroizing::new(d))),
+        _ => Err(unexpected()),
+    }
+}
+
+fn attributes(t: &Template) -> Vec<Attribute> {
+    t.attrs().iter().map(|(t, v)| (t, v.to_vec())).collect()
+}
+
+fn capacity(c: Option<usize>) -> Option<u64> {
+    c.map(|c| c as u64)
+}
+
+fn mech(m: RawMechanism<'_>) -> Result<Mechanism> {
+    Mechanism::from_raw(m)
+}
+
+impl Client {
+    pub fn slot_list(&self, token_present: bool) -> Result<Vec<CK_SLOT_ID>> {
+        match self.call(&Request::SlotList { token_present })? {
+            Reply::Handles(s) => Ok(s.into_iter().map(|s| s as CK_SLOT_ID).collect()),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn check_slot(&self, slot: CK_SLOT_ID) -> Result<()> {
+        done(self.call(&Request::CheckSlot { slot: slot as u64 })?)
+    }
+
+    pub fn token_info(&self, slot: CK_SLOT_ID) -> Result<TokenInfo> {
+        match self.call(&Request::TokenInfo { slot: slot as u64 })? {
+            Reply::TokenInfo(t) => Ok(t),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn mechanism_list(&self, slot: CK_SLOT_ID) -> Result<Vec<CK_MECHANISM_TYPE>> {
+        match self.call(&Request::MechanismList { slot: slot as u64 })? {
+            Reply::Handles(m) => Ok(m.into_iter().map(|m| m as CK_MECHANISM_TYPE).collect()),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn mechanism_info(&self, slot: CK_SLOT_ID, ty: CK_MECHANISM_TYPE) -> Result<CK_MECHANISM_INFO> {
+        match self.call(&Request::MechanismInfo {
+            slot: slot as u64,
+            ty: ty as u64,
+        })? {
+            Reply::MechanismInfo { min, max, flags } => Ok(CK_MECHANISM_INFO {
+                ulMinKeySize: min as CK_ULONG,
+                ulMaxKeySize: max as CK_ULONG,
+                flags: flags as CK_FLAGS,
+            }),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn init_token(&self, _slot: CK_SLOT_ID, _so_pin: &[u8], _label: &[u8; 32]) -> Result<()> {
+        fail_because(
+            CKR_FUNCTION_NOT_SUPPORTED,
+            "C_InitToken is not carried to a remote token: initialise it on the server host with ferrohsm-util",
+        )
+    }
+
+    pub fn init_token_with_user_pin(
+        &self,
+        slot: CK_SLOT_ID,
+        so_pin: &[u8],
+        label: &[u8; 32],
+        _user_pin: Option<&[u8]>,
+    ) -> Result<()> {
+        self.init_token(slot, so_pin, label)
+    }
+
+    pub fn open_session(&self, slot: CK_SLOT_ID, flags: CK_FLAGS) -> Result<CK_SESSION_HANDLE> {
+        self.add_session(&Request::OpenSession {
+            slot: slot as u64,
+            flags: flags as u64,
+        })
+    }
+
+    pub fn close_session(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        let r = self.on_session(h, |session| Request::CloseSession { session });
+        self.forget_session(h);
+        done(r?)
+    }
+
+    pub fn close_all_sessions(&self, slot: CK_SLOT_ID) -> Result<()> {
+        // The server closes them all in one call; the client forgets its handles of them.
+        let mine: Vec<_> = self
+            .session_handles()
+            .into_iter()
+            .filter(|h| self.session_info(*h).is_ok_and(|i| i.slot_id == slot))
+            .collect();
+        done(self.call(&Request::CloseAllSessions { slot: slot as u64 })?)?;
+        mine.into_iter().for_each(|h| self.forget_session(h));
+        Ok(())
+    }
+
+    pub fn check_session(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        // Known to the client and on the live connection; the server checks the rest with the
+        // call that follows.
+        self.session(h).map(drop)
+    }
+
+    pub fn session_info(&self, h: CK_SESSION_HANDLE) -> Result<SessionInfo> {
+        match self.on_session(h, |session| Request::SessionInfo { session })? {
+            Reply::SessionInfo(i) => Ok(i),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn has_crypto_operation(&self, h: CK_SESSION_HANDLE) -> Result<bool> {
+        match self.on_session(h, |session| Request::HasCryptoOperation { session })? {
+            Reply::Bool(b) => Ok(b),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn login(&self, h: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: &[u8]) -> Result<()> {
+        done(self.on_session(h, |session| Request::Login {
+            session,
+            user: user as u64,
+            pin: Secret(pin.to_vec()),
+        })?)
+    }
+
+    pub fn logout(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        done(self.on_session(h, |session| Request::Logout { session })?)
+    }
+
+    pub fn init_pin(&self, h: CK_SESSION_HANDLE, pin: &[u8]) -> Result<()> {
+        done(self.on_session(h, |session| Request::InitPin {
+            session,
+            pin: Secret(pin.to_vec()),
+        })?)
+    }
+
+    pub fn set_pin(&self, h: CK_SESSION_HANDLE, old: &[u8], new: &[u8]) -> Result<()> {
+        done(self.on_session(h, |session| Request::SetPin {
+            session,
+            old: Secret(old.to_vec()),
+            new: Secret(new.to_vec()),
+        })?)
+    }
+
+    pub fn cancel(&self, h: CK_SESSION_HANDLE, flags: CK_FLAGS) -> Result<()> {
+        done(self.on_session(h, |session| Request::Cancel {
+            session,
+            flags: flags as u64,
+        })?)
+    }
+
+    pub fn create_object(&self, h: CK_SESSION_HANDLE, t: Template) -> Result<CK_OBJECT_HANDLE> {
+        let template = attributes(&t);
+        handle(self.on_session(h, |session| Request::CreateObject { session, template })?)
+            .map(|o| o as CK_OBJECT_HANDLE)
+    }
+
+    pub fn copy_object(
+        &self,
+        h: CK_SESSION_HANDLE,
+        o: CK_OBJECT_HANDLE,
+        t: Template,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let template = attributes(&t);
+        handle(self.on_session(h, |session| Request::CopyObject {
+            session,
+            object: o as u64,
+            template,
+        })?)
+        .map(|o| o as CK_OBJECT_HANDLE)
+    }
+
+    pub fn destroy_object(&self, h: CK_SESSION_HANDLE, o: CK_OBJECT_HANDLE) -> Result<()> {
+        done(self.on_session(h, |session| Request::DestroyObject {
+            session,
+            object: o as u64,
+        })?)
+    }
+
+    pub fn object_size(&self, h: CK_SESSION_HANDLE, o: CK_OBJECT_HANDLE) -> Result<usize> {
+        match self.on_session(h, |session| Request::ObjectSize {
+            session,
+            object: o as u64,
+        })? {
+            Reply::Size(n) => Ok(n as usize),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn attribute_values(
+        &self,
+        h: CK_SESSION_HANDLE,
+        o: CK_OBJECT_HANDLE,
+        types: &[CK_ATTRIBUTE_TYPE],
+        mut each: impl FnMut(usize, AttributeValue<'_>),
+    ) -> Result<()> {
+        let answers = match self.on_session(h, |session| Request::GetAttributes {
+            session,
+            object: o as u64,
+            types: types.iter().map(|t| *t as u64).collect(),
+        })? {
+            Reply::Attributes(a) if a.len() == types.len() => a,
+            _ => return Err(unexpected()),
+        };
+        for (i, a) in answers.iter().enumerate() {
+            each(
+                i,
+                match a {
+                    AttributeAnswer::Value(v) => AttributeValue::Value(v),
+                    AttributeAnswer::Sensitive => AttributeValue::Sensitive,
+                    AttributeAnswer::Invalid => AttributeValue::Invalid,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    pub fn set_attributes(&self, h: CK_SESSION_HANDLE, o: CK_OBJECT_HANDLE, t: Template) -> Result<()> {
+        let template = attributes(&t);
+        done(self.on_session(h, |session| Request::SetAttributes {
+            session,
+            object: o as u64,
+            template,
+        })?)
+    }
+
+    pub fn find_init(&self, h: CK_SESSION_HANDLE, template: Vec<(CK_ATTRIBUTE_TYPE, Vec<u8>)>) -> Result<()> {
+        done(self.on_session(h, |session| Request::FindInit { session, template })?)
+    }
+
+    pub fn find_next(&self, h: CK_SESSION_HANDLE, max: usize) -> Result<Vec<CK_OBJECT_HANDLE>> {
+        let max = max.min(super::proto::MAX_COUNT as usize);
+        match self.on_session(h, |session| Request::FindNext {
+            session,
+            max: max as u64,
+        })? {
+            Reply::Handles(found) if found.len() <= max => {
+                Ok(found.into_iter().map(|o| o as CK_OBJECT_HANDLE).collect())
+            }
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn find_final(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        done(self.on_session(h, |session| Request::FindFinal { session })?)
+    }
+
+    pub fn generate_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        t: Template,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let (mechanism, template) = (mech(m)?, attributes(&t));
+        handle(self.on_session(h, |session| Request::GenerateKey {
+            session,
+            mechanism,
+            template,
+        })?)
+        .map(|o| o as CK_OBJECT_HANDLE)
+    }
+
+    pub fn generate_key_pair(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        public: Template,
+        private: Template,
+    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE)> {
+        let (mechanism, public, private) = (mech(m)?, attributes(&public), attributes(&private));
+        match self.on_session(h, |session| Request::GenerateKeyPair {
+            session,
+            mechanism,
+            public,
+            private,
+        })? {
+            Reply::KeyPair(p, s) => Ok((p as CK_OBJECT_HANDLE, s as CK_OBJECT_HANDLE)),
+            _ => Err(unexpected()),
+        }
+    }
+
+    pub fn wrap_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        wrapping: CK_OBJECT_HANDLE,
+        key: CK_OBJECT_HANDLE,
+        cap: Option<usize>,
+    ) -> Result<Output> {
+        let mechanism = mech(m)?;
+        output(self.on_session(h, |session| Request::WrapKey {
+            session,
+            mechanism,
+            wrapping: wrapping as u64,
+            key: key as u64,
+            capacity: capacity(cap),
+        })?)
+    }
+
+    pub fn unwrap_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        unwrapping: CK_OBJECT_HANDLE,
+        wrapped: &[u8],
+        t: Template,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let (mechanism, template) = (mech(m)?, attributes(&t));
+        handle(self.on_session(h, |session| Request::UnwrapKey {
+            session,
+            mechanism,
+            unwrapping: unwrapping as u64,
+            wrapped: wrapped.to_vec(),
+            template,
+        })?)
+        .map(|o| o as CK_OBJECT_HANDLE)
+    }
+
+    pub fn derive_key(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        base: CK_OBJECT_HANDLE,
+        t: Template,
+    ) -> Result<CK_OBJECT_HANDLE> {
+        let (mechanism, template) = (mech(m)?, attributes(&t));
+        handle(self.on_session(h, |session| Request::DeriveKey {
+            session,
+            mechanism,
+            base: base as u64,
+            template,
+        })?)
+        .map(|o| o as CK_OBJECT_HANDLE)
+    }
+
+    pub fn sign_init(&self, h: CK_SESSION_HANDLE, m: RawMechanism<'_>, key: CK_OBJECT_HANDLE) -> Result<()> {
+        let mechanism = mech(m)?;
+        done(self.on_session(h, |session| Request::SignInit {
+            session,
+            mechanism,
+            key: key as u64,
+        })?)
+    }
+
+    pub fn sign(
+        &self,
+        h: CK_SESSION_HANDLE,
+        data: Option<Arg<&[u8]>>,
+        cap: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        let data = data.transpose()?.map(<[u8]>::to_vec);
+        let cap = capacity(cap?);
+        output(self.on_session(h, |session| Request::Sign {
+            session,
+            data,
+            capacity: cap,
+        })?)
+    }
+
+    pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
+        let data = data?.to_vec();
+        done(self.on_session(h, |session| Request::SignUpdate { session, data })?)
+    }
+
+    pub fn verify_init(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        key: CK_OBJECT_HANDLE,
+    ) -> Result<()> {
+        let mechanism = mech(m)?;
+        done(self.on_session(h, |session| Request::VerifyInit {
+            session,
+            mechanism,
+            key: key as u64,
+        })?)
+    }
+
+    pub fn verify(
+        &self,
+        h: CK_SESSION_HANDLE,
+        data: Option<Arg<&[u8]>>,
+        signature: Arg<&[u8]>,
+    ) -> Result<()> {
+        let data = data.transpose()?.map(<[u8]>::to_vec);
+        let signature = signature?.to_vec();
+        done(self.on_session(h, |session| Request::Verify {
+            session,
+            data,
+            signature,
+        })?)
+    }
+
+    pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
+        let data = data?.to_vec();
+        done(self.on_session(h, |session| Request::VerifyUpdate { session, data })?)
+    }
+
+    pub fn encrypt_init(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        key: CK_OBJECT_HANDLE,
+    ) -> Result<()> {
+        let mechanism = mech(m)?;
+        done(self.on_session(h, |session| Request::EncryptInit {
+            session,
+            mechanism,
+            key: key as u64,
+        })?)
+    }
+
+    pub fn decrypt_init(
+        &self,
+        h: CK_SESSION_HANDLE,
+        m: RawMechanism<'_>,
+        key: CK_OBJECT_HANDLE,
+    ) -> Result<()> {
+        let mechanism = mech(m)?;
+        done(self.on_session(h, |session| Request::DecryptInit {
+            session,
+            mechanism,
+            key: key as u64,
+        })?)
+    }
+
+    pub fn crypt(
+        &self,
+        h: CK_SESSION_HANDLE,
+        encrypt: bool,
+        data: Arg<&[u8]>,
+        cap: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        let data = data?.to_vec();
+        let cap = capacity(cap?);
+        output(self.on_session(h, |session| Request::Crypt {
+            session,
+            encrypt,
+            data,
+            capacity: cap,
+        })?)
+    }
+
+    pub fn crypt_update(
+        &self,
+        h: CK_SESSION_HANDLE,
+        encrypt: bool,
+        data: Arg<&[u8]>,
+        cap: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        let data = data?.to_vec();
+        let cap = capacity(cap?);
+        output(self.on_session(h, |session| Request::CryptUpdate {
+            session,
+            encrypt,
+            data,
+            capacity: cap,
+        })?)
+    }
+
+    pub fn crypt_final(
+        &self,
+        h: CK_SESSION_HANDLE,
+        encrypt: bool,
+        cap: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        let cap = capacity(cap?);
+        output(self.on_session(h, |session| Request::CryptFinal {
+            session,
+            encrypt,
+            capacity: cap,
+        })?)
+    }
+
+    pub fn digest_init(&self, h: CK_SESSION_HANDLE, m: RawMechanism<'_>) -> Result<()> {
+        let mechanism = mech(m)?;
+        done(self.on_session(h, |session| Request::DigestInit { session, mechanism })?)
+    }
+
+    pub fn digest(
+        &self,
+        h: CK_SESSION_HANDLE,
+        data: Option<Arg<&[u8]>>,
+        cap: Arg<Option<usize>>,
+    ) -> Result<Output> {
+        let data = data.transpose()?.map(<[u8]>::to_vec);
+        let cap = capacity(cap?);
+        output(self.on_session(h, |session| Request::Digest {
+            session,
+            data,
+            capacity: cap,
+        })?)
+    }
+
+    pub fn digest_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
+        let data = data?.to_vec();
+        done(self.on_session(h, |session| Request::DigestUpdate { session, data })?)
+    }
+
+    pub fn digest_key(&self, h: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) -> Result<()> {
+        done(self.on_session(h, |session| Request::DigestKey {
+            session,
+            key: key as u64,
+        })?)
+    }
+
+    pub fn generate_random(&self, h: CK_SESSION_HANDLE, buf: &mut [u8]) -> Result<()> {
+        if buf.len() as u64 > super::proto::MAX_COUNT {
+            return fail_because(
+                CKR_DATA_LEN_RANGE,
+                "a remote C_GenerateRandom gives at most 1 MiB per call",
+            );
+        }
+        match self.on_session(h, |session| Request::GenerateRandom {
+            session,
+            len: buf.len() as u64,
+        })? {
+            Reply::Data(d) if d.len() == buf.len() => {
+                buf.copy_from_slice(&d);
+                Ok(())
+            }
+            _ => fail(CKR_DEVICE_ERROR).map_err(|e: Error| e),
+        }
+    }
+}

@@ -753,7 +753,7 @@ fn named_paths_links_keys_commands_and_variables_exist() {
             }
             // `section.key` of the configuration file: known to the loader.
             if let Some((section, key)) = span.split_once('.') {
-                if ["store", "pin", "log", "engine"].contains(&section)
+                if ["store", "pin", "log", "engine", "remote"].contains(&section)
                     && !key.is_empty()
                     && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                 {

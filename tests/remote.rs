@@ -592,3 +592,257 @@ fn a_forked_child_initializes_and_signs_through_the_server() {
     let private = find_one(&s, ObjectClass::PRIVATE_KEY, b"forked");
     s.sign(&Mechanism::Sha256RsaPkcs, private, b"parent").unwrap();
 }
+
+#[test]
+fn mechanism_parameters_travel_intact_for_every_kind_of_call() {
+    use cryptoki::mechanism::aead::GcmParams;
+    use cryptoki::mechanism::dsa::{HedgeType, SignAdditionalContext};
+    use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
+    use cryptoki::mechanism::elliptic_curve::{EcKdf, Ecdh1DeriveParams};
+    use cryptoki::object::{KeyType, MlDsaParameterSetType};
+    let w = World::new();
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+
+    // Mechanism list and info come from the server's token.
+    let mechs = p.get_mechanism_list(alpha).unwrap();
+    assert!(mechs.contains(&MechanismType::ML_DSA), "{mechs:?}");
+    let info = p
+        .get_mechanism_info(alpha, MechanismType::RSA_PKCS_KEY_PAIR_GEN)
+        .unwrap();
+    assert_eq!(info.min_key_size(), 1024);
+
+    // ML-DSA with a context: it reaches the token (another context does not verify).
+    let (public, private) = s
+        .generate_key_pair(
+            &Mechanism::MlDsaKeyPairGen,
+            &[
+                Attribute::Token(false),
+                Attribute::ParameterSet(MlDsaParameterSetType::ML_DSA_44.into()),
+                Attribute::Verify(true),
+            ],
+            &[Attribute::Token(false), Attribute::Sign(true)],
+        )
+        .unwrap();
+    let ctx = |c: &'static [u8]| Mechanism::MlDsa(SignAdditionalContext::new(HedgeType::Preferred, Some(c)));
+    let sig = s.sign(&ctx(b"context a"), private, b"message").unwrap();
+    s.verify(&ctx(b"context a"), public, b"message", &sig).unwrap();
+    assert_eq!(
+        rv(s.verify(&ctx(b"context b"), public, b"message", &sig)
+            .unwrap_err()),
+        RvError::SignatureInvalid
+    );
+
+    // Ed448 with a context, the same way.
+    let ed448_oid = vec![0x06, 0x03, 0x2b, 0x65, 0x71];
+    let (public, private) = s
+        .generate_key_pair(
+            &Mechanism::EccEdwardsKeyPairGen,
+            &[Attribute::EcParams(ed448_oid), Attribute::Verify(true)],
+            &[Attribute::Sign(true)],
+        )
+        .unwrap();
+    let ed = |c: &'static [u8]| Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Ed448(c)));
+    let sig = s.sign(&ed(b"one"), private, b"message").unwrap();
+    s.verify(&ed(b"one"), public, b"message", &sig).unwrap();
+    assert_eq!(
+        rv(s.verify(&ed(b"two"), public, b"message", &sig).unwrap_err()),
+        RvError::SignatureInvalid
+    );
+
+    // AES-GCM with IV and AAD, encrypt and decrypt; another AAD fails the tag.
+    let aes = s
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::ValueLen(32.into()),
+                Attribute::Encrypt(true),
+                Attribute::Decrypt(true),
+            ],
+        )
+        .unwrap();
+    let mut iv = [7u8; 12];
+    let ct = s
+        .encrypt(
+            &Mechanism::AesGcm(GcmParams::new(&mut iv, b"aad", 128.into()).unwrap()),
+            aes,
+            b"plain text",
+        )
+        .unwrap();
+    let pt = s
+        .decrypt(
+            &Mechanism::AesGcm(GcmParams::new(&mut iv, b"aad", 128.into()).unwrap()),
+            aes,
+            &ct,
+        )
+        .unwrap();
+    assert_eq!(pt, b"plain text");
+    assert_eq!(
+        rv(s.decrypt(
+            &Mechanism::AesGcm(GcmParams::new(&mut iv, b"AAD", 128.into()).unwrap()),
+            aes,
+            &ct
+        )
+        .unwrap_err()),
+        RvError::EncryptedDataInvalid
+    );
+
+    // Wrap and unwrap: the key comes back whole, and only wrapped on the wire.
+    let value = [0x42u8; 32];
+    let wrapper = s
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::ValueLen(32.into()),
+                Attribute::Wrap(true),
+                Attribute::Unwrap(true),
+            ],
+        )
+        .unwrap();
+    let target = s
+        .create_object(&[
+            Attribute::Class(ObjectClass::SECRET_KEY),
+            Attribute::KeyType(KeyType::AES),
+            Attribute::Value(value.to_vec()),
+            Attribute::Extractable(true),
+            Attribute::Sensitive(false),
+        ])
+        .unwrap();
+    let wrapped = s.wrap_key(&Mechanism::AesKeyWrapPad, wrapper, target).unwrap();
+    assert!(
+        !wrapped.windows(8).any(|w| w == &value[..8]),
+        "the key travelled in clear"
+    );
+    let unwrapped = s
+        .unwrap_key(
+            &Mechanism::AesKeyWrapPad,
+            wrapper,
+            &wrapped,
+            &[
+                Attribute::Class(ObjectClass::SECRET_KEY),
+                Attribute::KeyType(KeyType::AES),
+                Attribute::Sensitive(false),
+                Attribute::Extractable(true),
+            ],
+        )
+        .unwrap();
+    let a = s.get_attributes(unwrapped, &[AttributeType::Value]).unwrap();
+    assert_eq!(a, vec![Attribute::Value(value.to_vec())]);
+
+    // ECDH: both sides derive the same secret from the other's point.
+    let derive_pair = |id: &[u8]| {
+        s.generate_key_pair(
+            &Mechanism::EccKeyPairGen,
+            &[Attribute::EcParams(P256_OID.to_vec())],
+            &[Attribute::Derive(true), Attribute::Id(id.to_vec())],
+        )
+        .unwrap()
+    };
+    let point = |k: ObjectHandle| match s.get_attributes(k, &[AttributeType::EcPoint]).unwrap().remove(0) {
+        Attribute::EcPoint(der) => der[2..].to_vec(),
+        other => panic!("{other:?}"),
+    };
+    let ((pa, sa), (pb, sb)) = (derive_pair(b"a"), derive_pair(b"b"));
+    let secret = [
+        Attribute::Class(ObjectClass::SECRET_KEY),
+        Attribute::KeyType(KeyType::GENERIC_SECRET),
+        Attribute::Sensitive(false),
+        Attribute::Extractable(true),
+    ];
+    let (qa, qb) = (point(pa), point(pb));
+    let ka = s
+        .derive_key(
+            &Mechanism::Ecdh1Derive(Ecdh1DeriveParams::new(EcKdf::null(), &qb)),
+            sa,
+            &secret,
+        )
+        .unwrap();
+    let kb = s
+        .derive_key(
+            &Mechanism::Ecdh1Derive(Ecdh1DeriveParams::new(EcKdf::null(), &qa)),
+            sb,
+            &secret,
+        )
+        .unwrap();
+    let va = s.get_attributes(ka, &[AttributeType::Value]).unwrap();
+    assert_eq!(va, s.get_attributes(kb, &[AttributeType::Value]).unwrap());
+    assert!(matches!(&va[0], Attribute::Value(v) if v.len() == 32));
+
+    // Digest, single and multi-part, against the sha2 crate.
+    assert_eq!(
+        s.digest(&Mechanism::Sha256, b"digest me").unwrap(),
+        sha256(b"digest me")
+    );
+    s.digest_init(&Mechanism::Sha256).unwrap();
+    s.digest_update(b"digest ").unwrap();
+    s.digest_update(b"me").unwrap();
+    assert_eq!(s.digest_final().unwrap(), sha256(b"digest me"));
+}
+
+#[test]
+fn pkcs11_tool_signs_through_the_server_and_openssl_verifies() {
+    let w = World::new();
+    w.client("signer");
+    let dir = w.env.dir.path();
+    let tool = |args: &[&str]| {
+        let out = Command::new("pkcs11-tool")
+            .arg("--module")
+            .arg(module_path())
+            .args(["--token-label", "alpha", "--login", "--pin", USER_PIN])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("pkcs11-tool must be installed");
+        assert!(
+            out.status.success(),
+            "pkcs11-tool {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(dir.join("data"), b"signed by pkcs11-tool").unwrap();
+    tool(&[
+        "--keypairgen",
+        "--key-type",
+        "rsa:2048",
+        "--id",
+        "07",
+        "--label",
+        "tool",
+    ]);
+    tool(&[
+        "--sign",
+        "-m",
+        "SHA256-RSA-PKCS",
+        "--id",
+        "07",
+        "-i",
+        "data",
+        "-o",
+        "sig",
+    ]);
+    tool(&["--read-object", "--type", "pubkey", "--id", "07", "-o", "pub.der"]);
+    let verified = Command::new("openssl")
+        .args([
+            "dgst",
+            "-sha256",
+            "-verify",
+            "pub.der",
+            "-keyform",
+            "DER",
+            "-signature",
+            "sig",
+            "data",
+        ])
+        .current_dir(dir)
+        .status()
+        .expect("openssl must be installed");
+    assert!(
+        verified.success(),
+        "OpenSSL refused the signature made through the server"
+    );
+    // Each pkcs11-tool run was a connection of its own.
+    let log = w.server.log();
+    assert!(log.matches(": connected").count() >= 3, "{log}");
+}

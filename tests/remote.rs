@@ -846,3 +846,32 @@ fn pkcs11_tool_signs_through_the_server_and_openssl_verifies() {
     let log = w.server.log();
     assert!(log.matches(": connected").count() >= 3, "{log}");
 }
+
+#[test]
+fn an_argument_the_client_cannot_read_ends_the_operation_on_the_server() {
+    use cryptoki_sys::*;
+    use std::ptr::null_mut;
+    let w = World::new();
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    let (_public, private) = rsa_keypair(&s, 2048, b"arg", false);
+    let r = Raw::load();
+    let h = r.open_session(alpha.id());
+    let mut m = raw_mech::<u8>(CKM_SHA256_RSA_PKCS, None);
+    let (mut sig, mut len) = ([0u8; 256], 256);
+    // SAFETY: live buffers; the NULL data with a length is the bad argument under test.
+    unsafe {
+        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, null_mut(), 5, sig.as_mut_ptr(), &mut len),
+            CKR_ARGUMENTS_BAD
+        );
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, b"data!".as_ptr() as *mut u8, 5, sig.as_mut_ptr(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED,
+            "the operation was ended, as the local token ends it"
+        );
+    }
+}

@@ -1,9 +1,9 @@
 //! Each PKCS#11 call of the seam as a request to the server: the same signatures as the
 //! local token's (`token::Library`), so `service::Service` forwards to either.
 //!
-//! An argument the C boundary could not read (`Arg` holding an error) is answered here with
-//! its error and not sent; the server's operation then stays active where the local token
-//! would have ended it (`token::crypto::run_op`). Calls not carried yet answer
+//! An argument the C boundary could not read (`Arg` holding an error) is not sent: the
+//! server's operation is cancelled and the error answered, so it ends the operation as it does
+//! locally (`token::crypto::run_op`). Calls not carried yet answer
 //! `CKR_FUNCTION_NOT_SUPPORTED` (docs/architecture.md lists them).
 
 // The wire's integers are u64 whatever CK_ULONG is on either end (u64 on 64-bit Linux, where
@@ -55,6 +55,14 @@ fn mech(m: RawMechanism<'_>) -> Result<Mechanism> {
 }
 
 impl Client {
+    /// `a`, or its error after the session's `op` operation was ended on the server.
+    fn arg<T>(&self, h: CK_SESSION_HANDLE, op: CK_FLAGS, a: Arg<T>) -> Result<T> {
+        a.inspect_err(|_| {
+            // The error answered is the argument's, whatever the cancel meets.
+            let _ = self.cancel(h, op);
+        })
+    }
+
     pub fn slot_list(&self, token_present: bool) -> Result<Vec<CK_SLOT_ID>> {
         match self.call(&Request::SlotList { token_present })? {
             Reply::Handles(s) => Ok(s.into_iter().map(|s| s as CK_SLOT_ID).collect()),
@@ -389,8 +397,8 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = data.transpose()?.map(<[u8]>::to_vec);
-        let cap = capacity(cap?);
+        let data = self.arg(h, CKF_SIGN, data.transpose())?.map(<[u8]>::to_vec);
+        let cap = capacity(self.arg(h, CKF_SIGN, cap)?);
         output(self.on_session(h, |session| Request::Sign {
             session,
             data,
@@ -399,7 +407,7 @@ impl Client {
     }
 
     pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
-        let data = data?.to_vec();
+        let data = self.arg(h, CKF_SIGN, data)?.to_vec();
         done(self.on_session(h, |session| Request::SignUpdate { session, data })?)
     }
 
@@ -423,8 +431,8 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         signature: Arg<&[u8]>,
     ) -> Result<()> {
-        let data = data.transpose()?.map(<[u8]>::to_vec);
-        let signature = signature?.to_vec();
+        let data = self.arg(h, CKF_VERIFY, data.transpose())?.map(<[u8]>::to_vec);
+        let signature = self.arg(h, CKF_VERIFY, signature)?.to_vec();
         done(self.on_session(h, |session| Request::Verify {
             session,
             data,
@@ -433,7 +441,7 @@ impl Client {
     }
 
     pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
-        let data = data?.to_vec();
+        let data = self.arg(h, CKF_VERIFY, data)?.to_vec();
         done(self.on_session(h, |session| Request::VerifyUpdate { session, data })?)
     }
 
@@ -472,8 +480,9 @@ impl Client {
         data: Arg<&[u8]>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = data?.to_vec();
-        let cap = capacity(cap?);
+        let op = if encrypt { CKF_ENCRYPT } else { CKF_DECRYPT };
+        let data = self.arg(h, op, data)?.to_vec();
+        let cap = capacity(self.arg(h, op, cap)?);
         output(self.on_session(h, |session| Request::Crypt {
             session,
             encrypt,
@@ -489,8 +498,9 @@ impl Client {
         data: Arg<&[u8]>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = data?.to_vec();
-        let cap = capacity(cap?);
+        let op = if encrypt { CKF_ENCRYPT } else { CKF_DECRYPT };
+        let data = self.arg(h, op, data)?.to_vec();
+        let cap = capacity(self.arg(h, op, cap)?);
         output(self.on_session(h, |session| Request::CryptUpdate {
             session,
             encrypt,
@@ -505,7 +515,8 @@ impl Client {
         encrypt: bool,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let cap = capacity(cap?);
+        let op = if encrypt { CKF_ENCRYPT } else { CKF_DECRYPT };
+        let cap = capacity(self.arg(h, op, cap)?);
         output(self.on_session(h, |session| Request::CryptFinal {
             session,
             encrypt,
@@ -524,8 +535,8 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = data.transpose()?.map(<[u8]>::to_vec);
-        let cap = capacity(cap?);
+        let data = self.arg(h, CKF_DIGEST, data.transpose())?.map(<[u8]>::to_vec);
+        let cap = capacity(self.arg(h, CKF_DIGEST, cap)?);
         output(self.on_session(h, |session| Request::Digest {
             session,
             data,
@@ -534,7 +545,7 @@ impl Client {
     }
 
     pub fn digest_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
-        let data = data?.to_vec();
+        let data = self.arg(h, CKF_DIGEST, data)?.to_vec();
         done(self.on_session(h, |session| Request::DigestUpdate { session, data })?)
     }
 

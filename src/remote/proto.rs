@@ -693,6 +693,67 @@ mod tests {
         assert!(decode::<Request>(&bytes).is_err());
     }
 
+    /// Random bytes and every truncation and one-byte change of valid requests: decoding never
+    /// panics, and what decodes is held to the limits (the request decoder's fuzz, bounded).
+    #[test]
+    fn arbitrary_bytes_decode_to_an_error_or_a_checked_request() {
+        let valid = [
+            encode(&Request::SignInit {
+                session: 3,
+                key: 4,
+                mechanism: Mechanism {
+                    ty: CKM_ML_DSA,
+                    param: Param::SignAdditionalContext {
+                        hedge: 0,
+                        context: b"ctx".to_vec(),
+                    },
+                },
+            })
+            .unwrap(),
+            encode(&Request::CreateObject {
+                session: 1,
+                template: vec![(CKA_LABEL, b"label".to_vec()), (CKA_ID, vec![1, 2])],
+            })
+            .unwrap(),
+            encode(&Request::Login {
+                session: 1,
+                user: CKU_USER,
+                pin: Secret(b"1234".to_vec()),
+            })
+            .unwrap(),
+        ];
+        let mut inputs = Vec::new();
+        for v in &valid {
+            for cut in 0..v.len() {
+                inputs.push(v[..cut].to_vec());
+            }
+            for at in 0..v.len() {
+                for flip in [0x01u8, 0x80, 0xff] {
+                    let mut m = v.clone();
+                    m[at] ^= flip;
+                    inputs.push(m);
+                }
+            }
+        }
+        for n in 0..2000usize {
+            let mut b = vec![0u8; n % 97];
+            getrandom::fill(&mut b).unwrap();
+            b.splice(0..0, [VERSION as u8]);
+            inputs.push(b);
+        }
+        let mut decoded = 0;
+        for i in &inputs {
+            if let Ok(r) = decode::<Request>(i) {
+                decoded += 1;
+                let _ = r.check();
+            }
+        }
+        assert!(
+            decoded > 0,
+            "no mutated request decoded: the test exercised nothing past the version"
+        );
+    }
+
     #[test]
     fn fields_over_their_limits_are_refused() {
         let big = Request::SignUpdate {

@@ -875,3 +875,24 @@ fn an_argument_the_client_cannot_read_ends_the_operation_on_the_server() {
         );
     }
 }
+
+#[test]
+fn an_application_that_forbids_threads_is_told_the_remote_token_needs_them() {
+    use cryptoki_sys::*;
+    let w = World::new();
+    w.client("signer");
+    let r = Raw::load();
+    // SAFETY: all zeros is a valid CK_C_INITIALIZE_ARGS (NULL functions and pointers, no flags).
+    let mut args: CK_C_INITIALIZE_ARGS = unsafe { std::mem::zeroed() };
+    args.flags = CKF_LIBRARY_CANT_CREATE_OS_THREADS;
+    // SAFETY: a valid CK_C_INITIALIZE_ARGS without mutex functions.
+    let rv = unsafe { (r.f.C_Initialize.unwrap())(&mut args as *mut _ as *mut _) };
+    assert_eq!(rv, CKR_NEED_TO_CREATE_THREADS);
+    // Allowed threads, the same configuration works.
+    args.flags = CKF_OS_LOCKING_OK;
+    // SAFETY: as above.
+    let rv = unsafe { (r.f.C_Initialize.unwrap())(&mut args as *mut _ as *mut _) };
+    assert_eq!(rv, CKR_OK);
+    // SAFETY: initialised above.
+    assert_eq!(unsafe { (r.f.C_Finalize.unwrap())(std::ptr::null_mut()) }, CKR_OK);
+}

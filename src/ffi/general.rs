@@ -16,6 +16,7 @@ static INIT_LOCK: Mutex<()> = Mutex::new(());
 
 ck_fn!(
     fn C_Initialize(init_args: *mut c_void) {
+        let mut may_create_threads = true;
         if !init_args.is_null() {
             // SAFETY: a non-NULL argument is a CK_C_INITIALIZE_ARGS (PKCS#11), copied out as
             // the caller's struct may be unaligned.
@@ -36,7 +37,9 @@ ck_fn!(
                 );
             }
             // Native locks are used in every mode: the module is thread-safe whether or not the
-            // application offers its own mutexes, and it never creates threads of its own.
+            // application offers its own mutexes. The local token creates no threads of its own;
+            // the remote client needs its runtime's (Service::open refuses it here).
+            may_create_threads = args.flags & CKF_LIBRARY_CANT_CREATE_OS_THREADS == 0;
         }
         let _g = init_lock();
         crate::fork::watch();
@@ -49,7 +52,7 @@ ck_fn!(
             // threads that do not exist here, so it is abandoned rather than dropped.
             std::mem::forget(old);
         }
-        STATE.store(Some(Arc::new((Service::open()?, generation))));
+        STATE.store(Some(Arc::new((Service::open(may_create_threads)?, generation))));
         log::debug!("C_Initialize: ready");
         Ok(())
     }

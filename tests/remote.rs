@@ -896,3 +896,36 @@ fn an_application_that_forbids_threads_is_told_the_remote_token_needs_them() {
     // SAFETY: initialised above.
     assert_eq!(unsafe { (r.f.C_Finalize.unwrap())(std::ptr::null_mut()) }, CKR_OK);
 }
+
+/// This process's thread count, from /proc.
+fn threads() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line["Threads:".len()..].trim().parse().unwrap()
+}
+
+#[test]
+fn the_client_starts_its_threads_at_c_initialize_and_ends_them_at_c_finalize() {
+    let w = World::new();
+    w.client("signer");
+    let p = cryptoki::context::Pkcs11::new(module_path()).unwrap();
+    let before = threads();
+    p.initialize(cryptoki::context::CInitializeArgs::new(
+        cryptoki::context::CInitializeFlags::OS_LOCKING_OK,
+    ))
+    .unwrap();
+    assert!(slot_of(&p, "alpha").is_some());
+    assert!(threads() > before, "the remote client runs on threads of its own");
+    p.finalize().unwrap();
+    // The runtime's threads are joined by its shutdown; give the kernel a moment to reap them.
+    for _ in 0..100 {
+        if threads() == before {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!(
+        "{} threads after C_Finalize, {before} before C_Initialize",
+        threads()
+    );
+}

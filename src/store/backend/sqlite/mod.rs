@@ -6,7 +6,7 @@ mod file;
 
 pub use file::{DB_NAME, MARKER_NAME};
 
-use super::{Backend, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{tag_head, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use cryptoki_sys::*;
@@ -170,8 +170,9 @@ impl SqliteBackend {
 
 /// The search as SQL: indexed on `key_id` and `label`; `+class` keeps the planner off the
 /// class, which alone selects too little to be worth an index lookup.
-fn find_sql(slot: CK_SLOT_ID, q: &RowQuery) -> (String, Vec<rusqlite::types::Value>) {
-    let mut sql = format!("SELECT {OBJECT_COLUMNS} FROM objects WHERE slot_id = ?1");
+/// The search for `q`, selecting `columns`.
+fn find_sql(slot: CK_SLOT_ID, q: &RowQuery, columns: &str) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = format!("SELECT {columns} FROM objects WHERE slot_id = ?1");
     let mut args: Vec<rusqlite::types::Value> = vec![(slot as i64).into()];
     if q.public_only {
         sql.push_str(" AND private = 0");
@@ -226,13 +227,35 @@ impl Backend for SqliteBackend {
         })
     }
 
-    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
-        let (sql, args) = find_sql(slot, query);
-        self.read(|c| {
+    /// The ids first, from the index of CKA_ID or label alone, the class left to the caller's
+    /// copy (`Match::Known`): when the caller holds every match, those ids are the answer, and
+    /// a warm find reads no row (an RSA key's row fills most of a page). Otherwise the rows
+    /// are read in a second query, which alone is the answer.
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery, known: &dyn Fn(u64) -> bool) -> Result<Vec<Match>> {
+        let (ids_sql, args) = find_sql(
+            slot,
+            &RowQuery {
+                class: None,
+                ..query.clone()
+            },
+            "id",
+        );
+        let ids = self.read(|c| {
+            let mut st = c.prepare_cached(&ids_sql)?;
+            let ids = st.query_map(rusqlite::params_from_iter(&args), |r| r.get::<_, i64>(0))?;
+            ids.map(|id| id.map(|id| id as u64))
+                .collect::<rusqlite::Result<Vec<u64>>>()
+        })?;
+        if ids.iter().all(|&id| known(id)) {
+            return Ok(ids.into_iter().map(Match::Known).collect());
+        }
+        let (sql, args) = find_sql(slot, query, OBJECT_COLUMNS);
+        let rows = self.read(|c| {
             let mut st = c.prepare_cached(&sql)?;
             let rows = st.query_map(rusqlite::params_from_iter(args), object_from_row)?;
             rows.collect()
-        })
+        })?;
+        Ok(Match::of(rows, known))
     }
 
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
@@ -248,7 +271,7 @@ impl Backend for SqliteBackend {
             let tags = tx
                 .prepare_cached("SELECT id, tag FROM objects WHERE slot_id = ?1 AND tag IS NOT NULL")?
                 .query_map(params![slot as i64], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+                    Ok((r.get::<_, i64>(0)? as u64, tag_head(r.get_ref(1)?.as_blob()?)))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             tx.finish()?;

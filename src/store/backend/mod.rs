@@ -178,14 +178,18 @@ pub trait Backend: Send + Sync {
     /// PostgreSQL: one advisory lock for the store, and row locks taken by `Tx::token`). A backend may run `f`
     /// again after a serialisation failure, so `f` must not keep effects of an earlier run.
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
-    /// Drops what the store keeps of rows as they were before the last change, after a PIN's
-    /// wrap of the token key changed: the old wrap, left in the files, would open the token
-    /// key (every key, those made later too) for whoever learns the old PIN and reads them.
+    /// Drops what the store keeps of rows as they were before the last change (`after` names
+    /// that change for the log): after a PIN's wrap of the token key changed, the old wrap,
+    /// left in the files, would open the token key (every key, those made later too) for
+    /// whoever learns the old PIN and reads them; after a change of every row (an upgrade, a
+    /// new token key), the log would stay as large as the store.
     /// SQLite: the write-ahead log checkpointed into the database and truncated, with
     /// `secure_delete` zeroing the space changes free. Best effort: a reader of another
     /// process still in an old snapshot keeps the log; the file system's and the disk's own
     /// copies are beyond it; PostgreSQL keeps old row versions until its next vacuum.
-    fn forget_old_versions(&self) {}
+    fn forget_old_versions(&self, after: &str) {
+        let _ = after;
+    }
 }
 
 /// The operations of one write transaction.

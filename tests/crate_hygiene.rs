@@ -19,6 +19,9 @@ const CLI_CRATES: &[&str] = &[
     "cryptoki",
     "tempfile",
     "plotters",
+    "rcgen",
+    "x509-parser",
+    "time",
 ];
 
 /// The direct normal dependencies of package `ferrohsm` with `features` (cargo tree, from the

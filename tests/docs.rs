@@ -279,12 +279,16 @@ struct Cli {
 impl Cli {
     fn new() -> Cli {
         let util = help(env!("CARGO_BIN_EXE_ferrohsm-util"), &[]);
-        let util_sub = util
-            .commands
-            .iter()
-            .filter(|c| *c != "help")
-            .map(|c| (c.clone(), help(env!("CARGO_BIN_EXE_ferrohsm-util"), &[c])))
-            .collect();
+        let mut util_sub = std::collections::BTreeMap::new();
+        for c in util.commands.iter().filter(|c| *c != "help") {
+            let h = help(env!("CARGO_BIN_EXE_ferrohsm-util"), &[c]);
+            // A command of commands (`pki init-ca`): each of them, as "pki init-ca".
+            for sub in h.commands.iter().filter(|s| *s != "help") {
+                let hs = help(env!("CARGO_BIN_EXE_ferrohsm-util"), &[c, sub]);
+                util_sub.insert(format!("{c} {sub}"), hs);
+            }
+            util_sub.insert(c.clone(), h);
+        }
         let softhsm2 = help(env!("CARGO_BIN_EXE_ferrohsm-softhsm2-util"), &[]);
         Cli {
             util,
@@ -312,10 +316,23 @@ impl Cli {
         let Some(sub) = args.get(i) else {
             return Ok(());
         };
-        let help = self
+        let mut help = self
             .util_sub
             .get(sub)
             .ok_or_else(|| format!("ferrohsm-util has no subcommand {sub}"))?;
+        let mut sub = sub.clone();
+        // A command of commands (`pki init-ca`): the options are the inner command's.
+        if let Some(inner) = args
+            .get(i + 1)
+            .filter(|w| !help.commands.is_empty() && !w.starts_with('-'))
+        {
+            if !help.commands.contains(inner) || inner == "help" {
+                return Err(format!("ferrohsm-util {sub} has no command {inner}"));
+            }
+            sub = format!("{sub} {inner}");
+            help = &self.util_sub[&sub];
+            i += 1;
+        }
         for w in &args[i + 1..] {
             if let Some(o) = Self::option_name(w) {
                 if !help.options.contains(o) {

@@ -212,12 +212,19 @@ fn check_every_key(s: &Session, objects: &str) {
 
 /// The store of `conf`, opened twice by this module: the first login upgrades it (said in the
 /// log), the second finds it upgraded; every key checks both times.
-fn upgrade(conf: &Path, objects: &str) {
+/// Upgrades the store `conf` names at a login and checks every key, twice (the second login
+/// finds nothing to upgrade). `wal`: the SQLite store's write-ahead log, which the upgrade
+/// leaves empty (every row was written again: the log would stay as large as the store).
+fn upgrade(conf: &Path, objects: &str, wal: Option<&Path>) {
     std::env::set_var("FERROHSM_CONF", conf);
     let log = conf.parent().unwrap().join("ferrohsm.log");
     for round in 0..2 {
         let p = load();
         let s = user_login(&p);
+        if let Some(wal) = wal.filter(|_| round == 0) {
+            let len = std::fs::metadata(wal).map_or(0, |m| m.len());
+            assert_eq!(len, 0, "the write-ahead log after the upgrade");
+        }
         check_every_key(&s, objects);
         drop(s);
         p.finalize().unwrap();
@@ -241,7 +248,7 @@ fn an_sqlite_store_of_schema_4_is_upgraded_with_every_key() {
         std::fs::copy(f.path(), store.join(f.file_name())).unwrap();
     }
     let conf = conf(tmp.path(), "[store]\npath = \"store\"\n");
-    upgrade(&conf, "sqlite-objects");
+    upgrade(&conf, "sqlite-objects", Some(&store.join("ferrohsm.db-wal")));
     let db = rusqlite::Connection::open(store.join("ferrohsm.db")).unwrap();
     let (version, untagged): (i64, i64) = (
         db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap(),
@@ -268,5 +275,5 @@ fn a_postgres_store_of_schema_3_is_upgraded_with_every_key() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let pg_conf = pg.config(tmp.path(), &url, 10, 0);
-    upgrade(&pg_conf, "pg-objects");
+    upgrade(&pg_conf, "pg-objects", None);
 }

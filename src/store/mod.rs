@@ -144,7 +144,7 @@ pub trait Store: Send + Sync {
     /// `with_private`. Damaged records are logged and left out; the search goes on.
     fn find(&self, slot_id: CK_SLOT_ID, query: &Index, with_private: bool) -> Result<Vec<StoredObject>> {
         Ok(self
-            .search(slot_id, query, with_private, &|_| false)?
+            .search(slot_id, query, with_private, &|_| None)?
             .into_iter()
             .filter_map(|f| match f {
                 Found::Read(o) => Some(o),
@@ -152,15 +152,16 @@ pub trait Store: Send + Sync {
             })
             .collect())
     }
-    /// `find`, but the records whose id `known` accepts come back as ids, unopened: a process
-    /// that holds them from the current generation needs neither their bytes nor a decryption
-    /// (it matches its own authenticated copy against the search). Still one backend query.
+    /// `find`, but the records for which `known` says whether they are private come back as
+    /// ids, unopened: a process that holds them from the current generation needs neither
+    /// their bytes nor a decryption (it matches its own authenticated copy against the
+    /// search). Still one backend search.
     fn search(
         &self,
         slot_id: CK_SLOT_ID,
         query: &Index,
         with_private: bool,
-        known: &dyn Fn(u64) -> bool,
+        known: &dyn Fn(u64) -> Option<bool>,
     ) -> Result<Vec<Found>>;
     /// One object; `None` when it does not exist or is private and no login opened the token.
     fn load(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<Option<StoredObject>>;

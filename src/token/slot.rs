@@ -295,7 +295,12 @@ impl Token {
             // One store query. Records this process holds from the current generation are
             // matched on its own copy and not opened again; the others are opened once and
             // cached, so the handles `C_FindObjects` returns need no second read.
-            let fresh = |id: u64| self.cache.peek(&id).is_some_and(|(_, seen)| seen == generation);
+            let fresh = |id: u64| {
+                self.cache
+                    .peek(&id)
+                    .filter(|(_, seen)| *seen == generation)
+                    .map(|(obj, _)| obj.attrs.is_private())
+            };
             let found = self
                 .store
                 .search(self.slot_id, &records::query(template), with_private, &fresh)?;

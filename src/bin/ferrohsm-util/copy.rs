@@ -61,7 +61,7 @@ fn read_all(b: &dyn Backend) -> Result<Vec<(TokenRow, Vec<ObjectRow>)>> {
         .into_iter()
         .map(|t| {
             let objects = b
-                .find(t.slot_id, &RowQuery::default())
+                .rows(t.slot_id, &RowQuery::default())
                 .map_err(|e| format!("cannot read the objects of {at}: {e}"))?;
             Ok((t, objects))
         })

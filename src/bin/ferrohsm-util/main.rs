@@ -10,7 +10,7 @@ mod speed;
 mod speed_ec;
 mod speed_pq;
 
-use ferrohsm::cli::{docs, tokens};
+use ferrohsm::cli::{docs, pki, tokens};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -54,6 +54,8 @@ enum Command {
     MigrateSofthsm(migrate::Migrate),
     /// Copy every token of one store into an empty one (SQLite and PostgreSQL either way).
     CopyStore(copy::CopyStore),
+    /// Make a CA and issue the server and client certificates of the network service.
+    Pki(pki::Pki),
     /// Write this program's man pages and shell completions into DIR (packaging/build-deb).
     #[command(hide = true)]
     GenerateDocs { dir: PathBuf },
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::MigrateSofthsm(a) => migrate::run(a),
         Command::CopyStore(a) => copy::run(a),
+        Command::Pki(a) => pki::run(a),
         Command::GenerateDocs { dir } => docs::generate(Cli::command(), &dir),
     };
     match result {

@@ -2,7 +2,7 @@
 //! keeps the same rows as SQLite, so the sealed layer above it behaves exactly as it does on
 //! disk (logins, sealing, lockout). A transaction that fails is undone from its journal.
 
-use super::{Backend, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{Backend, Match, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::Result;
 use crate::store::MAX_OBJECT_ID;
 use cryptoki_sys::*;
@@ -242,14 +242,20 @@ impl Backend for MemoryBackend {
             .map(|(_, r)| r.clone()))
     }
 
-    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery, known: &dyn Fn(u64) -> bool) -> Result<Vec<Match>> {
         Ok(self
             .state
             .lock()
             .objects
             .values()
             .filter(|(s, r)| *s == slot && query.matches(r))
-            .map(|(_, r)| r.clone())
+            .map(|(_, r)| {
+                if known(r.id) {
+                    Match::Known(r.id)
+                } else {
+                    Match::Row(r.clone())
+                }
+            })
             .collect())
     }
 
@@ -261,7 +267,7 @@ impl Backend for MemoryBackend {
                 .objects
                 .values()
                 .filter(|(s, _)| *s == slot)
-                .filter_map(|(_, r)| r.tag.clone().map(|t| (r.id, t)))
+                .filter_map(|(_, r)| r.tag.as_deref().map(|t| (r.id, super::tag_head(t))))
                 .collect(),
         })
     }
@@ -312,7 +318,7 @@ mod tests {
         });
         assert!(r.is_err());
         assert!(b.object(0, kept).unwrap().is_some());
-        assert_eq!(b.find(0, &RowQuery::default()).unwrap().len(), 1);
+        assert_eq!(b.rows(0, &RowQuery::default()).unwrap().len(), 1);
         assert_eq!(b.generation(0).unwrap(), 1);
         // Ids are not reused, even those of a failed transaction.
         assert_eq!(transact(&b, |tx| tx.new_object(0)).unwrap(), kept + 2);

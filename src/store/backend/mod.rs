@@ -65,12 +65,56 @@ pub struct ObjectRow {
     pub tag: Option<Vec<u8>>,
 }
 
-/// What `Backend::tags` reads in one snapshot: the token's summary and the tag of every
-/// tagged row.
+/// What `Backend::tags` reads in one snapshot: the token's summary and the head of the tag of
+/// every tagged row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TagScan {
     pub summary: Option<Vec<u8>>,
-    pub tags: Vec<(u64, Vec<u8>)>,
+    pub tags: Vec<(u64, TagHead)>,
+}
+
+/// The first 16 bytes of a row's tag, zero-padded: all the summary and the ledger use of it
+/// (`sealed::ledger`; a row read whole is checked on its whole tag). Fixed-size, so a scan of
+/// a million rows makes no allocation per row.
+pub type TagHead = [u8; 16];
+
+pub fn tag_head(tag: &[u8]) -> TagHead {
+    let mut head = TagHead::default();
+    let n = tag.len().min(head.len());
+    head[..n].copy_from_slice(&tag[..n]);
+    head
+}
+
+/// A row `Backend::find` matched: all of it, or only its id where the caller holds that
+/// object unchanged already (`known`), so a backend that can match on its indexes alone need
+/// not read the row's values (SQLite: a warm find reads no table page). A `Known` match may
+/// be of another class than the query's: the caller matches its own copy against the search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Match {
+    Known(u64),
+    Row(ObjectRow),
+}
+
+impl Match {
+    pub fn id(&self) -> u64 {
+        match self {
+            Match::Known(id) => *id,
+            Match::Row(r) => r.id,
+        }
+    }
+
+    /// The matches of `rows`, the ones `known` accepts as ids only.
+    pub fn of(rows: Vec<ObjectRow>, known: &dyn Fn(u64) -> bool) -> Vec<Match> {
+        rows.into_iter()
+            .map(|r| {
+                if known(r.id) {
+                    Match::Known(r.id)
+                } else {
+                    Match::Row(r)
+                }
+            })
+            .collect()
+    }
 }
 
 /// A search over the index columns: a row matches when every named column holds one of the
@@ -109,8 +153,21 @@ pub trait Backend: Send + Sync {
     /// The generation of a token; 0 when there is none.
     fn generation(&self, slot: CK_SLOT_ID) -> Result<u64>;
     fn object(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>>;
-    /// The objects of a token matching `query`, in id order: one query.
-    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>>;
+    /// The objects of a token matching `query`, in id order, those `known` accepts as
+    /// `Match::Known` (a backend may still return their rows). The matches come from one
+    /// snapshot: one query, or an index-only query first when that alone can answer it.
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery, known: &dyn Fn(u64) -> bool) -> Result<Vec<Match>>;
+    /// The whole rows matching `query`, in id order (`find` with nothing known).
+    fn rows(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
+        Ok(self
+            .find(slot, query, &|_| false)?
+            .into_iter()
+            .filter_map(|m| match m {
+                Match::Row(r) => Some(r),
+                Match::Known(_) => None,
+            })
+            .collect())
+    }
     /// The token's summary and the (id, tag) of each of its tagged rows, read in one snapshot
     /// (a read transaction), so the two agree whatever other writers do meanwhile; an index
     /// scan, without the rows' values.
@@ -121,14 +178,18 @@ pub trait Backend: Send + Sync {
     /// PostgreSQL: one advisory lock for the store, and row locks taken by `Tx::token`). A backend may run `f`
     /// again after a serialisation failure, so `f` must not keep effects of an earlier run.
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
-    /// Drops what the store keeps of rows as they were before the last change, after a PIN's
-    /// wrap of the token key changed: the old wrap, left in the files, would open the token
-    /// key (every key, those made later too) for whoever learns the old PIN and reads them.
+    /// Drops what the store keeps of rows as they were before the last change (`after` names
+    /// that change for the log): after a PIN's wrap of the token key changed, the old wrap,
+    /// left in the files, would open the token key (every key, those made later too) for
+    /// whoever learns the old PIN and reads them; after a change of every row (an upgrade, a
+    /// new token key), the log would stay as large as the store.
     /// SQLite: the write-ahead log checkpointed into the database and truncated, with
     /// `secure_delete` zeroing the space changes free. Best effort: a reader of another
     /// process still in an old snapshot keeps the log; the file system's and the disk's own
     /// copies are beyond it; PostgreSQL keeps old row versions until its next vacuum.
-    fn forget_old_versions(&self) {}
+    fn forget_old_versions(&self, after: &str) {
+        let _ = after;
+    }
 }
 
 /// The operations of one write transaction.

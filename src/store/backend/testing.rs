@@ -1,7 +1,7 @@
 //! Backend wrappers for tests: one that counts every call by kind and can refuse writes, and
 //! one that records the token rows each committed write left behind.
 
-use super::{Backend, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{Backend, Match, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::Error;
 use crate::error::{fail, Result};
 use cryptoki_sys::*;
@@ -95,9 +95,9 @@ impl<B: Backend> Backend for Probe<B> {
         self.inner.object(slot, id)
     }
 
-    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery, known: &dyn Fn(u64) -> bool) -> Result<Vec<Match>> {
         self.calls.find.fetch_add(1, SeqCst);
-        self.inner.find(slot, query)
+        self.inner.find(slot, query, known)
     }
 
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {

@@ -21,11 +21,10 @@
 //! a backup, which nothing inside the store can tell from an attack: docs/security.md.
 
 use super::crypt::Key;
-use crate::store::backend::{ObjectRow, TagScan};
+use crate::store::backend::{tag_head, ObjectRow, TagHead, TagScan};
 use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use cryptoki_sys::*;
 use hmac::Mac;
-use std::collections::HashMap;
 
 type Hmac = hmac::Hmac<sha2::Sha256>;
 
@@ -99,15 +98,30 @@ impl RecordKeys {
             .is_some_and(|t| self.row_mac(slot, row).verify_slice(t).is_ok())
     }
 
-    /// The secret entry of a tagged row in its token's sum.
-    fn entry(&self, id: u64, tag: &[u8]) -> u128 {
-        let mut block = [0u8; 16];
-        let n = tag.len().min(16);
-        block[..n].copy_from_slice(&tag[..n]);
-        let mixed = u128::from_be_bytes(block) ^ u128::from(id);
-        let mut b = mixed.to_be_bytes().into();
-        self.entry.encrypt_block(&mut b);
-        u128::from_be_bytes(b.into())
+    /// The secret entry of a tagged row in its token's sum: AES of the head of its tag with
+    /// its id mixed in.
+    fn entry(&self, id: u64, head: &TagHead) -> u128 {
+        self.entries(&[(id, *head)]).1
+    }
+
+    /// The count and sum of the entries of `rows`, encrypted many blocks at a time (AES-NI
+    /// runs eight in parallel: the sum of a million rows is a login's largest single cost).
+    fn entries(&self, rows: &[(u64, TagHead)]) -> (u64, u128) {
+        const CHUNK: usize = 256;
+        let mut blocks = [aes::Block::default(); CHUNK];
+        let mut sum = 0u128;
+        for chunk in rows.chunks(CHUNK) {
+            let blocks = &mut blocks[..chunk.len()];
+            for (b, (id, head)) in blocks.iter_mut().zip(chunk) {
+                let mixed = u128::from_be_bytes(*head) ^ u128::from(*id);
+                *b = mixed.to_be_bytes().into();
+            }
+            self.entry.encrypt_blocks(blocks);
+            for b in blocks.iter() {
+                sum = sum.wrapping_add(u128::from_be_bytes((*b).into()));
+            }
+        }
+        (rows.len() as u64, sum)
     }
 
     fn summary_mac(&self, slot: CK_SLOT_ID, epoch: u64, s: &Summary) -> Hmac {
@@ -134,12 +148,12 @@ pub(super) struct Summary {
 impl Summary {
     pub(super) fn add(&mut self, keys: &RecordKeys, id: u64, tag: &[u8]) {
         self.count = self.count.wrapping_add(1);
-        self.sum = self.sum.wrapping_add(keys.entry(id, tag));
+        self.sum = self.sum.wrapping_add(keys.entry(id, &tag_head(tag)));
     }
 
     pub(super) fn remove(&mut self, keys: &RecordKeys, id: u64, tag: &[u8]) {
         self.count = self.count.wrapping_sub(1);
-        self.sum = self.sum.wrapping_sub(keys.entry(id, tag));
+        self.sum = self.sum.wrapping_sub(keys.entry(id, &tag_head(tag)));
     }
 
     /// The stored form: version ‖ generation ‖ count ‖ sum ‖ MAC, bound to token and epoch.
@@ -182,11 +196,12 @@ pub(super) enum Standing {
     Differs,
 }
 
-/// The tags this process checked against the token's summary, by object id (a prefix is
-/// enough: only genuine tags, each from one write, can be there).
+/// The tags this process checked against the token's summary: the first bytes of each (enough:
+/// only genuine tags, each from one write, can be there), in id order. A sorted array rather
+/// than a hash map: half the memory at a million rows, and built by one sort of the scan.
 #[derive(Default)]
 pub(super) struct Ledger {
-    tags: HashMap<u64, [u8; 8]>,
+    tags: Vec<(u64, Prefix)>,
     /// The last scan did not add up to the summary.
     pub broken: bool,
     /// The summary's generation at the last scan: a row of this version or older that is
@@ -194,42 +209,54 @@ pub(super) struct Ledger {
     pub generation: u64,
 }
 
-fn prefix(tag: &[u8]) -> [u8; 8] {
-    let mut p = [0u8; 8];
-    let n = tag.len().min(8);
+type Prefix = [u8; 8];
+
+/// The prefix of an id this process destroyed (kept, not removed: removing from the middle of
+/// a million entries moves them all). A genuine tag starts with it once in 2^64.
+const DESTROYED: Prefix = [0; 8];
+
+fn prefix(tag: &[u8]) -> Prefix {
+    let mut p = Prefix::default();
+    let n = tag.len().min(p.len());
     p[..n].copy_from_slice(&tag[..n]);
     p
 }
 
 impl Ledger {
+    fn get(&self, id: u64) -> Option<&Prefix> {
+        self.tags
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .map(|i| &self.tags[i].1)
+    }
+
     /// Where `row` stands (its tag already verified when it has one).
     pub(super) fn standing(&self, row: &ObjectRow) -> Standing {
-        match (&row.tag, self.tags.get(&row.id)) {
+        match (&row.tag, self.get(row.id)) {
             _ if self.broken => Standing::Differs,
-            (Some(t), Some(p)) if prefix(t) == *p => Standing::Current,
+            (Some(t), Some(p)) if *p != DESTROYED && prefix(t) == *p => Standing::Current,
             (None, None) => Standing::Unauthenticated,
             _ => Standing::Differs,
         }
     }
 
-    /// Records this process's own committed write.
+    /// Records this process's own committed write. New objects have the highest ids yet
+    /// (ids are never reused), so they are appended.
     pub(super) fn wrote(&mut self, id: u64, tag: Option<&[u8]>) {
-        match tag {
-            Some(t) => self.tags.insert(id, prefix(t)),
-            None => self.tags.remove(&id),
-        };
+        let p = tag.map_or(DESTROYED, prefix);
+        match self.tags.binary_search_by_key(&id, |e| e.0) {
+            Ok(i) => self.tags[i].1 = p,
+            Err(i) => self.tags.insert(i, (id, p)),
+        }
     }
 
     /// Rebuilds the ledger from `scan`; whether it adds up to the token's summary (also
     /// recorded as `broken`). `None` for the summary means its MAC failed or it is missing.
     pub(super) fn rebuild(&mut self, keys: &RecordKeys, summary: Option<Summary>, scan: &TagScan) -> bool {
-        let mut sum = Summary::default();
-        let mut tags = HashMap::with_capacity(scan.tags.len());
-        for (id, tag) in &scan.tags {
-            sum.add(keys, *id, tag);
-            tags.insert(*id, prefix(tag));
-        }
-        let adds_up = summary.is_some_and(|s| s.count == sum.count && s.sum == sum.sum);
+        let (count, sum) = keys.entries(&scan.tags);
+        let adds_up = summary.is_some_and(|s| s.count == count && s.sum == sum);
+        let mut tags: Vec<(u64, Prefix)> = scan.tags.iter().map(|(id, t)| (*id, prefix(t))).collect();
+        tags.sort_unstable_by_key(|e| e.0);
         self.tags = tags;
         self.broken = !adds_up;
         self.generation = summary.map_or(0, |s| s.generation);
@@ -389,7 +416,10 @@ mod tests {
         for (id, t) in &rows {
             s.add(&k, *id, t);
         }
-        let scan = |tags: Vec<(u64, Vec<u8>)>| TagScan { summary: None, tags };
+        let scan = |tags: Vec<(u64, Vec<u8>)>| TagScan {
+            summary: None,
+            tags: tags.iter().map(|(id, t)| (*id, tag_head(t))).collect(),
+        };
         let mut l = Ledger::default();
         assert!(l.rebuild(&k, Some(s), &scan(rows.clone())));
         let mut older = rows.clone();
@@ -408,5 +438,71 @@ mod tests {
             assert!(l.broken);
         }
         assert!(!l.rebuild(&k, None, &scan(rows)), "no summary");
+    }
+
+    /// A scan of more rows than one batch of blocks adds up to the summary made row by row.
+    #[test]
+    fn the_batched_sum_is_the_sum_of_the_entries() {
+        let k = keys();
+        let tags: Vec<(u64, TagHead)> = (0..1000u64).map(|i| (i * 3, [(i % 251) as u8; 16])).collect();
+        let mut s = Summary::default();
+        for (id, t) in &tags {
+            s.add(&k, *id, t);
+        }
+        let mut l = Ledger::default();
+        let mut shuffled = tags.clone();
+        shuffled.reverse();
+        assert!(l.rebuild(
+            &k,
+            Some(s),
+            &TagScan {
+                summary: None,
+                tags: shuffled
+            }
+        ));
+        assert_eq!(l.len(), 1000);
+    }
+
+    /// A process's own writes keep its ledger current: a changed row's new tag stands, its
+    /// old one differs; a destroyed row put back, tagged or not, differs.
+    #[test]
+    fn own_writes_keep_the_ledger() {
+        let tagged = |id: u64, t: u8| ObjectRow {
+            tag: Some(vec![t; 32]),
+            ..row(id)
+        };
+        let untagged = |id: u64| ObjectRow { tag: None, ..row(id) };
+        let mut l = Ledger::default();
+        for id in [5, 1, 9] {
+            l.wrote(id, Some(&[id as u8; 32]));
+        }
+        assert_eq!(l.standing(&tagged(1, 1)), Standing::Current);
+        assert_eq!(l.standing(&tagged(9, 9)), Standing::Current);
+        l.wrote(5, Some(&[50; 32]));
+        assert_eq!(l.standing(&tagged(5, 50)), Standing::Current);
+        assert_eq!(l.standing(&tagged(5, 5)), Standing::Differs, "the older tag");
+        l.wrote(1, None);
+        assert_eq!(
+            l.standing(&tagged(1, 1)),
+            Standing::Differs,
+            "destroyed, put back"
+        );
+        assert_eq!(
+            l.standing(&untagged(1)),
+            Standing::Differs,
+            "destroyed, put back untagged"
+        );
+        assert_eq!(
+            l.standing(&untagged(7)),
+            Standing::Unauthenticated,
+            "never tagged"
+        );
+        assert_eq!(
+            l.standing(&tagged(7, 7)),
+            Standing::Differs,
+            "tagged since the scan"
+        );
+        l.broken = true;
+        assert_eq!(l.standing(&tagged(9, 9)), Standing::Differs, "a broken ledger");
     }
 }

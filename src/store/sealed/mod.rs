@@ -279,11 +279,16 @@ impl Sealed {
         slot: CK_SLOT_ID,
         query: &Index,
         u: Option<&Arc<Unlocked>>,
-        rows: &[backend::ObjectRow],
+        rows: &[backend::Match],
+        known: &dyn Fn(u64) -> Option<bool>,
     ) -> Result<()> {
         let keyed = query.id.is_some() || query.label.is_some();
+        let private = |m: &backend::Match| match m {
+            backend::Match::Row(r) => r.private,
+            backend::Match::Known(id) => known(*id) == Some(true),
+        };
         match u {
-            Some(u) if keyed && !rows.iter().any(|r| r.private) && self.key_replaced(slot, u) => {
+            Some(u) if keyed && !rows.iter().any(private) && self.key_replaced(slot, u) => {
                 fail(CKR_USER_NOT_LOGGED_IN)
             }
             _ => Ok(()),
@@ -427,7 +432,7 @@ impl Store for Sealed {
         slot: CK_SLOT_ID,
         query: &Index,
         with_private: bool,
-        known: &dyn Fn(u64) -> bool,
+        known: &dyn Fn(u64) -> Option<bool>,
     ) -> Result<Vec<Found>> {
         let u = self.unlocked(slot);
         let key = if with_private {
@@ -436,8 +441,9 @@ impl Store for Sealed {
             None
         };
         let row_query = objects::row_query(query, key.as_ref());
-        let mut rows = self.backend.find(slot, &row_query)?;
-        self.check_keyed_miss(slot, query, u.as_ref().filter(|_| with_private), &rows)?;
+        let held = |id: u64| known(id).is_some();
+        let mut rows = self.backend.find(slot, &row_query, &held)?;
+        self.check_keyed_miss(slot, query, u.as_ref().filter(|_| with_private), &rows, known)?;
         let mut out = Vec::with_capacity(rows.len());
         // Rows another process changed since the ledger was read miss it: the ledger is read
         // again and the search made again (`Sealed::newer`). A damaged record is reported
@@ -446,11 +452,14 @@ impl Store for Sealed {
         for _ in 0..MAX_REREADS {
             let mut differs = false;
             out.clear();
-            for r in &rows {
-                if known(r.id) {
-                    out.push(Found::Known(r.id));
-                    continue;
-                }
+            for m in &rows {
+                let r = match m {
+                    backend::Match::Known(id) => {
+                        out.push(Found::Known(*id));
+                        continue;
+                    }
+                    backend::Match::Row(r) => r,
+                };
                 match self.read(slot, r, u.as_ref()) {
                     Ok(objects::Read::Object(o)) => out.push(Found::Read(o)),
                     Ok(objects::Read::Differs) if self.newer(r, scanned_at) => differs = true,
@@ -468,7 +477,7 @@ impl Store for Sealed {
                 break;
             }
             scanned_at = Some(u.ledger.lock().generation);
-            rows = self.backend.find(slot, &row_query)?;
+            rows = self.backend.find(slot, &row_query, &held)?;
         }
         log::error!(
             "token store {}: slot {slot}: records that do not match the token's ledger were left out of a search",

@@ -319,7 +319,7 @@ impl Sealed {
             Ok(true)
         })?;
         if upgraded {
-            self.backend.forget_old_versions();
+            self.backend.forget_old_versions("the PIN's wrap was upgraded");
             log::info!("slot {slot}: the {owner:?} PIN's wrap of the token key was upgraded to an owner key");
         }
         Ok(())

@@ -64,7 +64,7 @@ impl Sealed {
             tx.bump_generation(slot)?;
             Ok((row, counts))
         })?;
-        self.backend.forget_old_versions();
+        self.backend.forget_old_versions("the token key was replaced");
         self.pins.remember(slot, owner, &wrap, pin, pin_key);
         let (resealed, untagged) = counts;
         log::info!(

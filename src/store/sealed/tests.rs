@@ -669,7 +669,7 @@ fn a_search_opens_only_the_records_the_caller_does_not_hold() {
         rusqlite::params![sealed, ids[1] as i64],
     )
     .unwrap();
-    let known = |id: u64| id == ids[1];
+    let known = |id: u64| (id == ids[1]).then_some(true);
     let found = s.search(0, &by_label(b"same"), true, &known).unwrap();
     let shape: Vec<(u64, bool)> = found
         .iter()

@@ -16,7 +16,7 @@
 mod conn;
 mod schema;
 
-use super::{Backend, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{tag_head, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail_because, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use conn::{Conn, Options, Pool};
@@ -371,7 +371,9 @@ impl Backend for PostgresBackend {
         })
     }
 
-    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery) -> Result<Vec<ObjectRow>> {
+    /// One query for the whole rows, known or not: a second round trip to the server would
+    /// cost more than the values it saves.
+    fn find(&self, slot: CK_SLOT_ID, query: &RowQuery, known: &dyn Fn(u64) -> bool) -> Result<Vec<Match>> {
         let sql = find_sql(query);
         let with_private = !query.public_only;
         let class = query.class.map(|c| c as i64);
@@ -383,7 +385,14 @@ impl Backend for PostgresBackend {
                     &[&(slot as i64), &with_private, &class, &query.key_id, &query.label],
                 )?
                 .iter()
-                .map(object_from_row)
+                .map(|r| {
+                    let row = object_from_row(r)?;
+                    Ok(if known(row.id) {
+                        Match::Known(row.id)
+                    } else {
+                        Match::Row(row)
+                    })
+                })
                 .collect()
         })
     }
@@ -406,7 +415,7 @@ impl Backend for PostgresBackend {
                     &[&(slot as i64)],
                 )?
                 .iter()
-                .map(|r| Ok((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?)))
+                .map(|r| Ok((r.try_get::<_, i64>(0)? as u64, tag_head(r.try_get(1)?))))
                 .collect::<std::result::Result<Vec<_>, postgres::Error>>()?;
             tx.commit()?;
             Ok(TagScan { summary, tags })

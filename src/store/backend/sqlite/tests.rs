@@ -3,8 +3,8 @@
 use super::file::{SCHEMA_V1, SCHEMA_VERSION};
 use super::*;
 
-fn plan(b: &SqliteBackend, q: &RowQuery) -> String {
-    let (sql, args) = find_sql(0, q);
+fn plan(b: &SqliteBackend, q: &RowQuery, columns: &str) -> String {
+    let (sql, args) = find_sql(0, q, columns);
     let conn = b.conn.lock();
     let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
     let rows = st
@@ -53,6 +53,7 @@ fn searches_by_id_and_label_use_an_index() {
             key_id: two(b"id"),
             ..RowQuery::default()
         },
+        OBJECT_COLUMNS,
     );
     assert!(by_id.contains("USING INDEX objects_by_id"), "{by_id}");
     let by_label = plan(
@@ -62,8 +63,89 @@ fn searches_by_id_and_label_use_an_index() {
             label: two(b"zsk"),
             ..RowQuery::default()
         },
+        OBJECT_COLUMNS,
     );
     assert!(by_label.contains("USING INDEX objects_by_label"), "{by_label}");
+    // The first step of a find, the ids alone, reads the index and no row.
+    for (q, index) in [
+        (
+            RowQuery {
+                key_id: two(b"id"),
+                ..RowQuery::default()
+            },
+            "objects_by_id",
+        ),
+        (
+            RowQuery {
+                label: two(b"zsk"),
+                ..RowQuery::default()
+            },
+            "objects_by_label",
+        ),
+    ] {
+        let ids = plan(&b, &q, "id");
+        assert!(ids.contains(&format!("USING COVERING INDEX {index}")), "{ids}");
+    }
+}
+
+/// A find answers from the index alone when the caller holds every match (once searches keep
+/// finding only what it holds), and reads the rows when it does not; the class the caller
+/// asks for is checked on the rows it reads.
+#[test]
+fn a_find_reads_rows_only_for_the_matches_the_caller_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = SqliteBackend::open(dir.path()).unwrap();
+    let mut ids = vec![];
+    crate::store::backend::transact(&b, |tx| {
+        tx.insert_token(&TokenRow {
+            so: PinRow {
+                wrap: Some(vec![0]),
+                ..PinRow::default()
+            },
+            ..TokenRow::default()
+        })?;
+        for class in [CKO_PRIVATE_KEY, CKO_PUBLIC_KEY] {
+            let id = tx.new_object(0)?;
+            let row = ObjectRow {
+                id,
+                class: Some(class),
+                key_id: Some(b"k".to_vec()),
+                clear: vec![1; 3000],
+                ..ObjectRow::default()
+            };
+            tx.put_object(0, &row)?;
+            ids.push(id);
+        }
+        Ok(())
+    })
+    .unwrap();
+    let q = RowQuery {
+        class: Some(CKO_PRIVATE_KEY),
+        key_id: Some(vec![b"k".to_vec()]),
+        ..RowQuery::default()
+    };
+    let shape = |known: &dyn Fn(u64) -> bool| -> Vec<(u64, bool)> {
+        b.find(0, &q, known)
+            .unwrap()
+            .iter()
+            .map(|m| (m.id(), matches!(m, Match::Row(_))))
+            .collect()
+    };
+    // Neither held: the rows, of the class asked for only.
+    assert_eq!(shape(&|_| false), vec![(ids[0], true)]);
+    // Both held: the first search after one that read rows reads them again; once a search
+    // found only what the caller holds, the next ones answer from the index: both ids (the
+    // class is the caller's to check).
+    assert_eq!(shape(&|_| true), vec![(ids[0], false)]);
+    assert_eq!(shape(&|_| true), vec![(ids[0], false), (ids[1], false)]);
+    assert_eq!(shape(&|_| true), vec![(ids[0], false), (ids[1], false)]);
+    // The public key held, the private key not: the private key's row.
+    assert_eq!(shape(&|id| id == ids[1]), vec![(ids[0], true)]);
+    assert_eq!(shape(&|id| id == ids[1]), vec![(ids[0], true)]);
+    let Match::Row(row) = &b.find(0, &q, &|_| false).unwrap()[0] else {
+        unreachable!()
+    };
+    assert_eq!(row.clear, vec![1; 3000]);
 }
 
 /// Mode bits of a path, set-group-ID included.

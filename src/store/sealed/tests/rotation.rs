@@ -144,7 +144,7 @@ fn after_a_rotation_an_old_wrap_opens_nothing_and_the_other_owner_reads_everythi
             // The key the old wrap still opens authenticates and opens no current record...
             let old_key = key_of_wrap(&old_wrap, slot, owner, old_pin);
             let old_records = ledger::RecordKeys::new(&old_key);
-            for r in s.backend.find(slot, &RowQuery::default()).unwrap() {
+            for r in s.backend.rows(slot, &RowQuery::default()).unwrap() {
                 assert!(!old_records.verify(slot, &r), "{what}: object {}", r.id);
                 if r.private {
                     assert!(

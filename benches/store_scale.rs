@@ -311,31 +311,30 @@ fn main() {
     let p = load();
     let s = p.open_ro_session(slot).unwrap();
     s.login(UserType::User, Some(&pin)).unwrap();
+    // 5,000 random ids (xorshift), the same each run and each pass.
+    let ids: Vec<u64> = std::iter::successors(Some(0x9e37_79b9_7f4a_7c15u64), |x| {
+        let x = x ^ (x << 13);
+        let x = x ^ (x >> 7);
+        Some(x ^ (x << 17))
+    })
+    .skip(1)
+    .take(5000)
+    .map(|x| x % n as u64)
+    .collect();
+    let finds = |times: &mut Vec<Duration>| {
+        for &id in &ids {
+            let t = Instant::now();
+            let found = find_by_id(&s, id);
+            times.push(t.elapsed());
+            assert_eq!(found.len(), 1);
+        }
+    };
     let mut warm_t = vec![];
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for _ in 0..5000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let id = x % n as u64;
-        let t = Instant::now();
-        let found = find_by_id(&s, id);
-        warm_t.push(t.elapsed());
-        assert_eq!(found.len(), 1);
-    }
+    finds(&mut warm_t);
     // A signer that finds its keys again and again (a DNS signer finds its ZSK at every run
     // of its signing loop): the 5,000 ids above once more, each now held by the module.
     let mut cached_t = vec![];
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for _ in 0..5000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let t = Instant::now();
-        let found = find_by_id(&s, x % n as u64);
-        cached_t.push(t.elapsed());
-        assert_eq!(found.len(), 1);
-    }
+    finds(&mut cached_t);
     // A signer that uses every key in turn: each is found, prepared and cached once. With the
     // cache bounded, resident memory levels off once the cache is full.
     let rss_touch_start = rss_kib();

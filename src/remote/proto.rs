@@ -691,6 +691,23 @@ mod tests {
     }
 
     #[test]
+    fn the_version_reply_keeps_its_tag_and_sign_init_carries_the_length() {
+        // Tag 12 since version 1: a client of another version still reads which one the
+        // server speaks.
+        assert_eq!(postcard::to_stdvec(&Reply::Version(1)).unwrap(), [12, 1]);
+        let bytes = encode(&Ok::<_, CK_RV>(Reply::SignInit {
+            signature_len: Some(3309),
+        }))
+        .unwrap();
+        assert_eq!(
+            decode::<Response>(&bytes).ok(),
+            Some(Ok(Reply::SignInit {
+                signature_len: Some(3309)
+            }))
+        );
+    }
+
+    #[test]
     fn a_claimed_length_beyond_the_bytes_is_refused_without_allocating_it() {
         // SignUpdate { session: 1, data: <claims 2^62 bytes> } with nothing after the claim.
         let mut bytes = encode(&Request::SignUpdate {

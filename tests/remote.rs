@@ -454,3 +454,243 @@ fn an_argument_the_client_cannot_read_ends_the_operation_on_the_server() {
         );
     }
 }
+
+/// Name, public key, private key, mechanism, input, signature length.
+type Signer = (
+    &'static str,
+    ObjectHandle,
+    ObjectHandle,
+    Mechanism<'static>,
+    Vec<u8>,
+    usize,
+);
+
+/// Key pairs of the signature families whose length query the client answers, with a
+/// mechanism, the input it signs and the signature length the local token reports.
+fn signers(s: &Session) -> Vec<Signer> {
+    use cryptoki::object::MlDsaParameterSetType;
+    let (rsa_pub, rsa_priv) = rsa_keypair(s, 2048, b"len-rsa", false);
+    let (ec_pub, ec_priv) = p256_keypair(s, b"len-ec");
+    let ed25519_oid = vec![0x06, 0x03, 0x2b, 0x65, 0x70];
+    let (ed_pub, ed_priv) = s
+        .generate_key_pair(
+            &Mechanism::EccEdwardsKeyPairGen,
+            &[Attribute::EcParams(ed25519_oid), Attribute::Verify(true)],
+            &[Attribute::Sign(true)],
+        )
+        .unwrap();
+    let (ml_pub, ml_priv) = s
+        .generate_key_pair(
+            &Mechanism::MlDsaKeyPairGen,
+            &[
+                Attribute::Token(false),
+                Attribute::ParameterSet(MlDsaParameterSetType::ML_DSA_65.into()),
+                Attribute::Verify(true),
+            ],
+            &[Attribute::Token(false), Attribute::Sign(true)],
+        )
+        .unwrap();
+    let pss = PkcsPssParams {
+        hash_alg: MechanismType::SHA256,
+        mgf: PkcsMgfType::MGF1_SHA256,
+        s_len: 32.into(),
+    };
+    let message = b"the length is known before the signature".to_vec();
+    vec![
+        (
+            "RSA-2048 PKCS#1",
+            rsa_pub,
+            rsa_priv,
+            Mechanism::Sha256RsaPkcs,
+            message.clone(),
+            256,
+        ),
+        (
+            "RSA-2048 PSS",
+            rsa_pub,
+            rsa_priv,
+            Mechanism::Sha256RsaPkcsPss(pss),
+            message.clone(),
+            256,
+        ),
+        (
+            "ECDSA P-256",
+            ec_pub,
+            ec_priv,
+            Mechanism::Ecdsa,
+            sha256(&message),
+            64,
+        ),
+        (
+            "Ed25519",
+            ed_pub,
+            ed_priv,
+            Mechanism::Eddsa(cryptoki::mechanism::eddsa::EddsaParams::new(
+                cryptoki::mechanism::eddsa::EddsaSignatureScheme::Ed25519,
+            )),
+            message.clone(),
+            64,
+        ),
+        (
+            "ML-DSA-65",
+            ml_pub,
+            ml_priv,
+            Mechanism::MlDsa(cryptoki::mechanism::dsa::SignAdditionalContext::new(
+                cryptoki::mechanism::dsa::HedgeType::Preferred,
+                None,
+            )),
+            message,
+            3309,
+        ),
+    ]
+}
+
+/// The raw `CK_MECHANISM` of a `cryptoki` one (its parameter pointer lives as long as `m`).
+fn raw_of(m: &Mechanism<'_>) -> cryptoki_sys::CK_MECHANISM {
+    cryptoki_sys::CK_MECHANISM::from(m)
+}
+
+#[test]
+fn the_length_query_is_answered_with_the_tokens_length_and_the_signature_follows() {
+    use cryptoki_sys::*;
+    use std::ptr::null_mut;
+    let w = World::new();
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    let r = Raw::load();
+    let h = r.open_session(alpha.id());
+    for (name, public, private, mech, data, expected) in signers(&s) {
+        let mut m = raw_of(&mech);
+        let d = data.as_ptr() as *mut u8;
+        let dl = data.len() as CK_ULONG;
+        // SAFETY: live buffers and lengths throughout; NULL output pointers are the queries.
+        unsafe {
+            assert_eq!(
+                (r.f.C_SignInit.unwrap())(h, &mut m, private.handle()),
+                CKR_OK,
+                "{name}"
+            );
+            // The length query, twice: it keeps the operation.
+            for _ in 0..2 {
+                let mut len = 0;
+                assert_eq!(
+                    (r.f.C_Sign.unwrap())(h, d, dl, null_mut(), &mut len),
+                    CKR_OK,
+                    "{name}"
+                );
+                assert_eq!(len as usize, expected, "{name}");
+            }
+            // A buffer one byte short: CKR_BUFFER_TOO_SMALL with the length, the operation kept.
+            let mut sig = vec![0u8; expected];
+            let mut len = (expected - 1) as CK_ULONG;
+            assert_eq!(
+                (r.f.C_Sign.unwrap())(h, d, dl, sig.as_mut_ptr(), &mut len),
+                CKR_BUFFER_TOO_SMALL,
+                "{name}"
+            );
+            assert_eq!(len as usize, expected, "{name}");
+            // Then the signature, which ends the operation.
+            let mut len = expected as CK_ULONG;
+            assert_eq!(
+                (r.f.C_Sign.unwrap())(h, d, dl, sig.as_mut_ptr(), &mut len),
+                CKR_OK,
+                "{name}"
+            );
+            assert_eq!(len as usize, expected, "{name}");
+            s.verify(&mech, public, &data, &sig)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut len = 0;
+            assert_eq!(
+                (r.f.C_Sign.unwrap())(h, d, dl, null_mut(), &mut len),
+                CKR_OPERATION_NOT_INITIALIZED,
+                "{name}: the signature ended the operation; the query is not answered after it"
+            );
+        }
+    }
+
+    // Multi-part (RSA PKCS#1): C_SignFinal's query is answered; a one-shot C_Sign after parts
+    // is refused even as a query, and that ends the operation, as in the local token.
+    let (_, _, private, mech, data, _) = signers(&s).swap_remove(0);
+    let mut m = raw_of(&mech);
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
+        assert_eq!(
+            (r.f.C_SignUpdate.unwrap())(h, data.as_ptr() as *mut u8, 3),
+            CKR_OK
+        );
+        let mut len = 0;
+        assert_eq!((r.f.C_SignFinal.unwrap())(h, null_mut(), &mut len), CKR_OK);
+        assert_eq!(len, 256);
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, data.as_ptr() as *mut u8, 3, null_mut(), &mut len),
+            CKR_OPERATION_ACTIVE
+        );
+        assert_eq!(
+            (r.f.C_SignFinal.unwrap())(h, null_mut(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
+
+        // An error of the real call ends the operation: no answer to a query after it.
+        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
+        let mut len = 256;
+        let mut sig = [0u8; 256];
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, null_mut(), 5, sig.as_mut_ptr(), &mut len),
+            CKR_ARGUMENTS_BAD
+        );
+        assert_eq!(
+            (r.f.C_Sign.unwrap())(h, data.as_ptr() as *mut u8, 3, null_mut(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
+
+        // C_SessionCancel and C_Logout end it too.
+        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
+        assert_eq!((r.f.C_SessionCancel.unwrap())(h, CKF_SIGN), CKR_OK);
+        assert_eq!(
+            (r.f.C_SignFinal.unwrap())(h, null_mut(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
+        assert_eq!((r.f.C_SignInit.unwrap())(h, &mut m, private.handle()), CKR_OK);
+        s.logout().unwrap();
+        assert_eq!(
+            (r.f.C_SignFinal.unwrap())(h, null_mut(), &mut len),
+            CKR_OPERATION_NOT_INITIALIZED
+        );
+    }
+}
+
+/// The round trip saved, counted on the server: its debug log names each request of a
+/// signature. Without the client's own answer to the length query, the server would log one
+/// "Sign (length query)" per signature.
+#[test]
+fn a_signature_takes_two_round_trips_the_length_query_none() {
+    let w = World::logging("debug");
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    let (public, private) = p256_keypair(&s, b"trips");
+    let data = b"counted".to_vec();
+    const N: usize = 5;
+    for _ in 0..N {
+        // cryptoki's sign: C_SignInit, C_Sign(NULL) for the length, C_Sign.
+        let sig = s.sign(&Mechanism::EcdsaSha256, private, &data).unwrap();
+        s.verify(&Mechanism::EcdsaSha256, public, &data, &sig).unwrap();
+    }
+    // A length query the client does not answer (a digest's), last: the log holds the lines
+    // before it once it holds this one, and it shows the counting sees length queries.
+    s.digest(&Mechanism::Sha256, &data).unwrap();
+    assert!(
+        w.server.logged("request Digest (length query)"),
+        "{}",
+        w.server.log()
+    );
+    let log = w.server.log();
+    let count = |what: &str| log.lines().filter(|l| l.ends_with(what)).count();
+    assert_eq!(count("request SignInit"), N, "{log}");
+    assert_eq!(count("request Sign"), N, "{log}");
+    assert_eq!(count("request Sign (length query)"), 0, "{log}");
+}

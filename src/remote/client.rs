@@ -35,6 +35,22 @@ struct RemoteSession {
     conn: u64,
     /// The server's handle.
     handle: u64,
+    /// The session's signature operation as far as the client can answer for it.
+    sign: Option<Signing>,
+}
+
+/// A signature operation running on the server whose length query the client answers itself
+/// (saving the round trip of the application's `C_Sign(NULL)`), as the token would: the
+/// length the server gave at `SignInit` (`Reply::SignInit`). Held only while the client knows
+/// the operation runs: dropped at every call that may end it (a signature made, any error of
+/// it, `C_SessionCancel`, `C_Logout`, the session closed), so a query without it is asked of
+/// the server as before.
+#[derive(Clone, Copy)]
+pub(super) struct Signing {
+    pub len: usize,
+    /// Parts were given (`C_SignUpdate`): the token refuses a one-shot `C_Sign` then, even a
+    /// length query (`CKR_OPERATION_ACTIVE`, ending it), so that one goes to the server.
+    pub parts: bool,
 }
 
 /// One HTTP/2 connection: concurrent calls are its concurrent streams.
@@ -244,11 +260,36 @@ impl Client {
         match self.call_on(conn, req)? {
             Reply::Handle(handle) => {
                 let h = self.next_session.fetch_add(1, Ordering::Relaxed);
-                self.sessions.insert(h, RemoteSession { conn: id, handle });
+                self.sessions.insert(
+                    h,
+                    RemoteSession {
+                        conn: id,
+                        handle,
+                        sign: None,
+                    },
+                );
                 Ok(h)
             }
             _ => Err(unexpected()),
         }
+    }
+
+    /// The signature operation of session `h` as the client knows it.
+    pub(super) fn signing(&self, h: CK_SESSION_HANDLE) -> Option<Signing> {
+        self.sessions.get(&h).and_then(|s| s.sign)
+    }
+
+    /// Sets (or, `None`, forgets) what the client knows of session `h`'s signature operation.
+    pub(super) fn set_signing(&self, h: CK_SESSION_HANDLE, sign: Option<Signing>) {
+        if let Some(mut s) = self.sessions.get_mut(&h) {
+            s.sign = sign;
+        }
+    }
+
+    /// Forgets every session's signature operation (`C_Logout` ends those of the token's
+    /// sessions on the connection; all are forgotten, the cost only a round trip each).
+    pub(super) fn forget_signing(&self) {
+        self.sessions.iter_mut().for_each(|mut s| s.sign = None);
     }
 
     pub(super) fn forget_session(&self, h: CK_SESSION_HANDLE) {

@@ -10,7 +10,7 @@
 // these casts change nothing; u32 on other ABIs).
 #![allow(clippy::unnecessary_cast)]
 
-use super::client::{unexpected, Client};
+use super::client::{unexpected, Client, Signing};
 use super::proto::{Attribute, AttributeAnswer, Mechanism, Reply, Request, Secret};
 use crate::error::{fail, fail_because, Error, Result};
 use crate::service::{RawMechanism, SessionInfo, TokenInfo};
@@ -173,6 +173,8 @@ impl Client {
     }
 
     pub fn logout(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        // The token ends its sessions' signature operations at a logout.
+        self.forget_signing();
         done(self.on_session(h, |session| Request::Logout { session })?)
     }
 
@@ -192,6 +194,9 @@ impl Client {
     }
 
     pub fn cancel(&self, h: CK_SESSION_HANDLE, flags: CK_FLAGS) -> Result<()> {
+        if flags & CKF_SIGN != 0 {
+            self.set_signing(h, None);
+        }
         done(self.on_session(h, |session| Request::Cancel {
             session,
             flags: flags as u64,
@@ -384,11 +389,23 @@ impl Client {
 
     pub fn sign_init(&self, h: CK_SESSION_HANDLE, m: RawMechanism<'_>, key: CK_OBJECT_HANDLE) -> Result<()> {
         let mechanism = mech(m)?;
-        done(self.on_session(h, |session| Request::SignInit {
+        // An error leaves what the client knows as it was: a refused SignInit leaves the
+        // running operation (CKR_OPERATION_ACTIVE) or none.
+        match self.on_session(h, |session| Request::SignInit {
             session,
             mechanism,
             key: key as u64,
-        })?)
+        })? {
+            Reply::SignInit { signature_len } => {
+                let sign = signature_len.map(|n| Signing {
+                    len: usize::try_from(n).unwrap_or(usize::MAX),
+                    parts: false,
+                });
+                self.set_signing(h, sign);
+                Ok(())
+            }
+            _ => Err(unexpected()),
+        }
     }
 
     pub fn sign(
@@ -397,18 +414,39 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = self.arg(h, CKF_SIGN, data.transpose())?.map(<[u8]>::to_vec);
-        let cap = capacity(self.arg(h, CKF_SIGN, cap)?);
-        output(self.on_session(h, |session| Request::Sign {
+        let data = self.arg(h, CKF_SIGN, data.transpose())?;
+        let cap = self.arg(h, CKF_SIGN, cap)?;
+        // The length query (no buffer, or one too short) answered here when the client knows
+        // the operation's length: what the token answers, without its round trip. The session
+        // is checked as the server would (its connection alive).
+        if let Some(sign) = self.signing(h) {
+            if !(data.is_some() && sign.parts) && cap.is_none_or(|c| c < sign.len) {
+                self.session(h)?;
+                return Ok(Output::Length(sign.len));
+            }
+        }
+        let data = data.map(<[u8]>::to_vec);
+        let answer = self.on_session(h, |session| Request::Sign {
             session,
             data,
-            capacity: cap,
-        })?)
+            capacity: capacity(cap),
+        });
+        // A length keeps the operation; a signature or an error ends it on the server.
+        if !matches!(answer, Ok(Reply::Length(_))) {
+            self.set_signing(h, None);
+        }
+        output(answer?)
     }
 
     pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         let data = self.arg(h, CKF_SIGN, data)?.to_vec();
-        done(self.on_session(h, |session| Request::SignUpdate { session, data })?)
+        let answer = self.on_session(h, |session| Request::SignUpdate { session, data });
+        match (answer.is_ok(), self.signing(h)) {
+            (true, Some(sign)) => self.set_signing(h, Some(Signing { parts: true, ..sign })),
+            // An error ends the operation on the server.
+            _ => self.set_signing(h, None),
+        }
+        done(answer?)
     }
 
     pub fn verify_init(

@@ -23,7 +23,8 @@ use zeroize::Zeroize;
 
 /// The version of the messages below. A server answers a request of another version with
 /// `Reply::Version` naming its own, so a mismatch is told, never misread.
-pub const VERSION: u16 = 1;
+/// 2: `SignInit` is answered `Reply::SignInit` (the signature's length), not `Reply::Done`.
+pub const VERSION: u16 = 2;
 /// Where every call is posted.
 pub const PATH: &str = "/ferrohsm/v1/call";
 /// The largest body either side reads: requests and answers alike.
@@ -363,6 +364,15 @@ pub enum Reply {
     Attributes(Vec<AttributeAnswer>),
     /// The server speaks another version of this protocol: this one.
     Version(u16),
+    /// `SignInit` done, with the length the token answers a length query of this operation
+    /// with (`C_Sign`/`C_SignFinal` with no buffer or a short one), when that length holds for
+    /// the whole operation whatever its input (`None`: ask the server each time). The client
+    /// answers those queries itself: a signature costs two round trips, not three.
+    /// After `Version`: a variant's tag is its position, and `Version` must keep its tag for
+    /// a client of another version to read it.
+    SignInit {
+        signature_len: Option<u64>,
+    },
 }
 
 fn within(what: &str, len: usize, max: usize) -> Result<()> {
@@ -673,11 +683,28 @@ mod tests {
     #[test]
     fn another_version_is_told_not_misread() {
         let bytes = postcard::to_stdvec(&Envelope {
-            version: 2,
+            version: VERSION + 1,
             body: Request::SlotList { token_present: true },
         })
         .unwrap();
-        assert_eq!(decode::<Request>(&bytes).err(), Some(Some(2)));
+        assert_eq!(decode::<Request>(&bytes).err(), Some(Some(VERSION + 1)));
+    }
+
+    #[test]
+    fn the_version_reply_keeps_its_tag_and_sign_init_carries_the_length() {
+        // Tag 12 since version 1: a client of another version still reads which one the
+        // server speaks.
+        assert_eq!(postcard::to_stdvec(&Reply::Version(1)).unwrap(), [12, 1]);
+        let bytes = encode(&Ok::<_, CK_RV>(Reply::SignInit {
+            signature_len: Some(3309),
+        }))
+        .unwrap();
+        assert_eq!(
+            decode::<Response>(&bytes).ok(),
+            Some(Ok(Reply::SignInit {
+                signature_len: Some(3309)
+            }))
+        );
     }
 
     #[test]

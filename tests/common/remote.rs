@@ -77,6 +77,11 @@ pub struct Server {
 
 impl Server {
     pub fn start(dir: &Path, listen: &str) -> Server {
+        Server::start_logging(dir, listen, "info")
+    }
+
+    /// `start` with the server's log at `level` (`debug` names each request of a signature).
+    pub fn start_logging(dir: &Path, listen: &str, level: &str) -> Server {
         let conf = dir.join("server.toml");
         std::fs::write(
             &conf,
@@ -94,7 +99,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferrohsm-server"))
             .arg("--config")
             .arg(&conf)
-            .env("FERROHSM_LOG", "info")
+            .env("FERROHSM_LOG", level)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -148,13 +153,18 @@ pub struct World {
 
 impl World {
     pub fn new() -> World {
+        World::logging("info")
+    }
+
+    /// A world whose server logs at `level`.
+    pub fn logging(level: &str) -> World {
         let env = TestEnv::new();
         let p = load();
         new_token(&p, "alpha");
         new_token(&p, "beta");
         p.finalize().unwrap();
         make_pki(env.dir.path());
-        let server = Server::start(env.dir.path(), "127.0.0.1:0");
+        let server = Server::start_logging(env.dir.path(), "127.0.0.1:0", level);
         World { env, server }
     }
 

@@ -67,7 +67,25 @@ fn h(v: u64) -> CK_ULONG {
 }
 
 pub fn call(c: &Connection, request: Request) -> Response {
+    if log::log_enabled!(log::Level::Debug) {
+        if let Some(what) = traced(&request) {
+            log::debug!("{}: request {what}", c.who);
+        }
+    }
     run(c, request).map_err(Error::rv)
+}
+
+/// The requests of a signature, named for the debug log: how many round trips a signature
+/// takes is read there (tests/remote.rs counts the length queries that reach the server).
+fn traced(request: &Request) -> Option<&'static str> {
+    Some(match request {
+        Request::SignInit { .. } => "SignInit",
+        Request::Sign { capacity: None, .. } => "Sign (length query)",
+        Request::Sign { .. } => "Sign",
+        Request::SignUpdate { .. } => "SignUpdate",
+        Request::Digest { capacity: None, .. } => "Digest (length query)",
+        _ => return None,
+    })
 }
 
 fn run(c: &Connection, request: Request) -> Result<Reply> {
@@ -218,7 +236,17 @@ fn run(c: &Connection, request: Request) -> Result<Reply> {
             session,
             mechanism,
             key,
-        } => done(lib.sign_init(h(session), mechanism.parse()?, h(key))),
+        } => {
+            lib.sign_init(h(session), mechanism.parse()?, h(key))?;
+            // The token's own answer to the length query, asked now (it ends nothing): a
+            // `Signer` gives its length from the key and mechanism alone (no input), so it is
+            // the answer to every length query of this operation and the client may give it.
+            let signature_len = match lib.sign(h(session), None, Ok(None))? {
+                Output::Length(n) => Some(n as u64),
+                Output::Data(_) => None,
+            };
+            Ok(Reply::SignInit { signature_len })
+        }
         R::Sign {
             session,
             data,

@@ -249,13 +249,7 @@ impl Backend for MemoryBackend {
             .objects
             .values()
             .filter(|(s, r)| *s == slot && query.matches(r))
-            .map(|(_, r)| {
-                if known(r.id) {
-                    Match::Known(r.id)
-                } else {
-                    Match::Row(r.clone())
-                }
-            })
+            .map(|(_, r)| Match::of(r.clone(), known))
             .collect())
     }
 

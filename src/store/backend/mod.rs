@@ -103,17 +103,13 @@ impl Match {
         }
     }
 
-    /// The matches of `rows`, the ones `known` accepts as ids only.
-    pub fn of(rows: Vec<ObjectRow>, known: &dyn Fn(u64) -> bool) -> Vec<Match> {
-        rows.into_iter()
-            .map(|r| {
-                if known(r.id) {
-                    Match::Known(r.id)
-                } else {
-                    Match::Row(r)
-                }
-            })
-            .collect()
+    /// How a matched `row` comes back: its id only when `known` accepts it.
+    pub fn of(row: ObjectRow, known: &dyn Fn(u64) -> bool) -> Match {
+        if known(row.id) {
+            Match::Known(row.id)
+        } else {
+            Match::Row(row)
+        }
     }
 }
 

@@ -385,14 +385,7 @@ impl Backend for PostgresBackend {
                     &[&(slot as i64), &with_private, &class, &query.key_id, &query.label],
                 )?
                 .iter()
-                .map(|r| {
-                    let row = object_from_row(r)?;
-                    Ok(if known(row.id) {
-                        Match::Known(row.id)
-                    } else {
-                        Match::Row(row)
-                    })
-                })
+                .map(|r| Ok(Match::of(object_from_row(r)?, known)))
                 .collect()
         })
     }

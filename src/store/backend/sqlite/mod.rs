@@ -259,12 +259,12 @@ impl Backend for SqliteBackend {
             }
         }
         let (sql, args) = find_sql(slot, query, OBJECT_COLUMNS);
-        let rows = self.read(|c| {
+        let rows: Vec<ObjectRow> = self.read(|c| {
             let mut st = c.prepare_cached(&sql)?;
             let rows = st.query_map(rusqlite::params_from_iter(args), object_from_row)?;
             rows.collect()
         })?;
-        let matches = Match::of(rows, known);
+        let matches: Vec<Match> = rows.into_iter().map(|r| Match::of(r, known)).collect();
         let all_held = matches.iter().all(|m| matches!(m, Match::Known(_)));
         self.ids_first.store(all_held, Relaxed);
         Ok(matches)

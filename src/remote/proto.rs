@@ -408,6 +408,25 @@ impl Param {
 }
 
 impl Request {
+    /// The mechanism the request names, if any: what the server's token parses
+    /// (`Mechanism::parse`), and what a per-mechanism count is kept by.
+    pub fn mechanism(&self) -> Option<&Mechanism> {
+        use Request::*;
+        match self {
+            GenerateKey { mechanism, .. }
+            | GenerateKeyPair { mechanism, .. }
+            | WrapKey { mechanism, .. }
+            | UnwrapKey { mechanism, .. }
+            | DeriveKey { mechanism, .. }
+            | SignInit { mechanism, .. }
+            | VerifyInit { mechanism, .. }
+            | EncryptInit { mechanism, .. }
+            | DecryptInit { mechanism, .. }
+            | DigestInit { mechanism, .. } => Some(mechanism),
+            _ => None,
+        }
+    }
+
     /// Every field within its limit: the check a server makes on each request it decoded.
     pub fn check(&self) -> Result<()> {
         use Request::*;

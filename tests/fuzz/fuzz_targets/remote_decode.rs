@@ -12,8 +12,13 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(request) = proto::decode::<Request>(data) {
         let encoded = proto::encode(&request).expect("a decoded request encodes");
-        let again = proto::decode::<Request>(&encoded).unwrap_or_else(|_| panic!("a request's encoding decodes"));
-        assert_eq!(proto::encode(&again).unwrap(), encoded, "a request's encoding is stable");
+        let again =
+            proto::decode::<Request>(&encoded).unwrap_or_else(|_| panic!("a request's encoding decodes"));
+        assert_eq!(
+            proto::encode(&again).unwrap(),
+            encoded,
+            "a request's encoding is stable"
+        );
         if request.check().is_ok() {
             if let Some(m) = request.mechanism() {
                 let _ = m.clone().parse();
@@ -22,7 +27,8 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(response) = proto::decode::<Response>(data) {
         let encoded = proto::encode(&response).expect("a decoded response encodes");
-        let again = proto::decode::<Response>(&encoded).unwrap_or_else(|_| panic!("a response's encoding decodes"));
+        let again =
+            proto::decode::<Response>(&encoded).unwrap_or_else(|_| panic!("a response's encoding decodes"));
         assert_eq!(again, response, "a response decodes to what was encoded");
     }
 });

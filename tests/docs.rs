@@ -9,7 +9,7 @@
 //!   info string such as `text`) or teach this file to check it.
 //! - A command block whose first line is `# runs in tests/docs.rs` is also run, as written, with
 //!   bash in a scratch directory where `target/release/libferrohsm.so` is this build's module,
-//!   `ferrohsm-util` is this build's, and the store is a scratch one (its other programs, such
+//!   `ferrohsm-util` and `ferrohsm-server` are this build's, and the store is a scratch one (its other programs, such
 //!   as pkcs11-tool and openssl, must be installed: `.ci/run` installs them).
 //! - A block whose first line is `# example: tests/e2e/NAME.sh` is not run, but every program
 //!   it shows must appear in that scenario (or its common.sh) with the same first argument.
@@ -24,6 +24,7 @@
 //! set-up commands.
 
 use std::collections::BTreeSet;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -480,22 +481,33 @@ fn run_block(block: &Block) -> Result<(), String> {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ferrohsm-util"), bin.join("ferrohsm-util")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ferrohsm-server"), bin.join("ferrohsm-server")).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let script = format!("set -euo pipefail\n{}\n", block.body.join("\n"));
-    let out = Command::new("bash")
+    // Output to files and a process group of its own: a block may leave a server running in
+    // the background (the network quick start), which is stopped when the block ends.
+    let (out, err) = (dir.path().join("block.out"), dir.path().join("block.err"));
+    let mut child = Command::new("bash")
         .arg("-c")
         .arg(&script)
         .current_dir(dir.path())
         .env("FERROHSM_CONF", &conf)
         .env("PATH", path)
-        .output()
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .process_group(0)
+        .spawn()
         .map_err(|e| format!("bash: {e}"))?;
-    if !out.status.success() {
+    let status = child.wait().map_err(|e| format!("bash: {e}"))?;
+    let _ = Command::new("kill")
+        .arg("--")
+        .arg(format!("-{}", child.id()))
+        .status();
+    if !status.success() {
         return Err(format!(
-            "the block failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            "the block failed ({status}):\n{}\n{}",
+            std::fs::read_to_string(&out).unwrap_or_default(),
+            std::fs::read_to_string(&err).unwrap_or_default()
         ));
     }
     Ok(())

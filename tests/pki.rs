@@ -407,3 +407,80 @@ fn mutual_tls_takes_a_client_of_the_ca_and_refuses_others() {
     );
     assert!(!answered);
 }
+
+/// `quickstart` for a server other hosts dial: the server's certificate names that host, the
+/// client's configuration dials it at the listening port and loads with the module's loader,
+/// the server's configuration gives the client only the named token, every certificate
+/// verifies against the CA, and a second run refuses to overwrite without `--force`.
+#[test]
+fn quickstart_makes_matching_certificates_and_configurations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("net");
+    let args = [
+        "quickstart",
+        "--dir",
+        s(&dir),
+        "--token",
+        "dnssec",
+        "--client",
+        "knot-01",
+        "--listen",
+        "0.0.0.0:7443",
+        "--server",
+        "hsm.example.net",
+    ];
+    let out = ok(&args);
+    assert!(out.contains("ferrohsm-server --config"), "{out}");
+    let server_pem = x509_text(&dir.join("server.pem"));
+    for name in ["DNS:hsm.example.net", "DNS:localhost", "IP Address:127.0.0.1"] {
+        assert!(
+            server_pem.contains(name),
+            "server certificate lacks {name}: {server_pem}"
+        );
+    }
+    assert!(
+        !server_pem.contains("0.0.0.0"),
+        "a wildcard address is no name: {server_pem}"
+    );
+    assert!(x509_text(&dir.join("knot-01.pem")).contains("DNS:knot-01"));
+    for leaf in ["server.pem", "knot-01.pem"] {
+        let (ok, text) = openssl(&["verify", "-CAfile", s(&dir.join("ca.pem")), s(&dir.join(leaf))]);
+        assert!(ok, "{leaf}: {text}");
+    }
+    let client = ferrohsm::config::Config::from_file(&dir.join("knot-01.toml")).unwrap();
+    let remote = client.remote.expect("a [remote] section");
+    assert_eq!(remote.servers, vec!["hsm.example.net:7443".to_string()]);
+    assert_eq!(remote.cert, Some(dir.join("knot-01.pem")));
+    let server: toml::Value =
+        toml::from_str(&std::fs::read_to_string(dir.join("server.toml")).unwrap()).unwrap();
+    assert_eq!(server["listen"].as_str(), Some("0.0.0.0:7443"));
+    let clients = server["client"].as_array().unwrap();
+    assert_eq!(clients.len(), 1);
+    assert_eq!(clients[0]["identity"].as_str(), Some("knot-01"));
+    assert_eq!(
+        clients[0]["tokens"].as_array().unwrap(),
+        &[toml::Value::from("dnssec")]
+    );
+    assert_eq!(clients[0]["so"].as_bool(), Some(false));
+    assert_eq!(
+        std::fs::metadata(dir.join("knot-01.key")).unwrap().mode() & 0o777,
+        0o600
+    );
+    fails(&args, "exists");
+    let mut again = args.to_vec();
+    again.push("--force");
+    ok(&again);
+    fails(
+        &[
+            "quickstart",
+            "--dir",
+            s(&dir),
+            "--token",
+            "t",
+            "--client",
+            "server",
+            "--force",
+        ],
+        "server's own files",
+    );
+}

@@ -1,12 +1,14 @@
 //! `ferrohsm-util pki`: a small CA for the network service's mutual TLS, for a quick start
 //! or a closed deployment. `init-ca` makes the CA in a directory; `issue` makes a server's or
-//! a client's key and certificate there, signed by it. Every key is ECDSA P-256 and is made
+//! a client's key and certificate there, signed by it; `quickstart` makes both, and the two
+//! configurations, for a server and one client. Every key is ECDSA P-256 and is made
 //! on this host; nothing is sent anywhere. (names.rs checks names, certs.rs makes the
 //! certificates, files.rs writes them.)
 
 mod certs;
 mod files;
 mod names;
+mod quickstart;
 
 use clap::{ArgGroup, Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,9 @@ enum PkiCommand {
     InitCa(InitCa),
     /// Issue a server or client key and certificate (NAME.key, NAME.pem), signed by DIR's CA.
     Issue(Issue),
+    /// Make, in DIR, a CA, a server's and a client's certificates, the server's configuration
+    /// (server.toml) giving the client one token, and the client's module configuration.
+    Quickstart(quickstart::Quickstart),
 }
 
 #[derive(Args)]
@@ -75,6 +80,7 @@ pub fn run(a: Pki) -> Result<()> {
     match a.command {
         PkiCommand::InitCa(a) => init_ca(a),
         PkiCommand::Issue(a) => issue(a),
+        PkiCommand::Quickstart(a) => quickstart::run(a),
     }
 }
 

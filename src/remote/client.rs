@@ -207,6 +207,16 @@ impl Client {
                 return Err(Error(CKR_DEVICE_ERROR));
             }
         };
+        if status == hyper::StatusCode::TOO_MANY_REQUESTS {
+            // Over a limit of this client's (the server's [[client]] entry): the call can be
+            // made again later, and the server said why.
+            log::warn!(
+                "remote: {} refused the call: {}",
+                self.servers[conn.server].0,
+                String::from_utf8_lossy(&bytes)
+            );
+            return Err(Error(CKR_FUNCTION_FAILED));
+        }
         if !status.is_success() {
             log::error!("remote: {} answered HTTP {status}", self.servers[conn.server].0);
             return Err(Error(CKR_DEVICE_ERROR));

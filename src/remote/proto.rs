@@ -408,6 +408,75 @@ impl Param {
 }
 
 impl Request {
+    /// The request's name, as the server's log and counters say it.
+    pub fn name(&self) -> &'static str {
+        use Request::*;
+        match self {
+            SlotList { .. } => "SlotList",
+            CheckSlot { .. } => "CheckSlot",
+            TokenInfo { .. } => "TokenInfo",
+            MechanismList { .. } => "MechanismList",
+            MechanismInfo { .. } => "MechanismInfo",
+            OpenSession { .. } => "OpenSession",
+            CloseSession { .. } => "CloseSession",
+            CloseAllSessions { .. } => "CloseAllSessions",
+            CheckSession { .. } => "CheckSession",
+            SessionInfo { .. } => "SessionInfo",
+            HasCryptoOperation { .. } => "HasCryptoOperation",
+            Login { .. } => "Login",
+            Logout { .. } => "Logout",
+            InitPin { .. } => "InitPin",
+            SetPin { .. } => "SetPin",
+            Cancel { .. } => "Cancel",
+            CreateObject { .. } => "CreateObject",
+            CopyObject { .. } => "CopyObject",
+            DestroyObject { .. } => "DestroyObject",
+            ObjectSize { .. } => "ObjectSize",
+            GetAttributes { .. } => "GetAttributes",
+            SetAttributes { .. } => "SetAttributes",
+            FindInit { .. } => "FindInit",
+            FindNext { .. } => "FindNext",
+            FindFinal { .. } => "FindFinal",
+            GenerateKey { .. } => "GenerateKey",
+            GenerateKeyPair { .. } => "GenerateKeyPair",
+            WrapKey { .. } => "WrapKey",
+            UnwrapKey { .. } => "UnwrapKey",
+            DeriveKey { .. } => "DeriveKey",
+            SignInit { .. } => "SignInit",
+            Sign { .. } => "Sign",
+            SignUpdate { .. } => "SignUpdate",
+            VerifyInit { .. } => "VerifyInit",
+            Verify { .. } => "Verify",
+            VerifyUpdate { .. } => "VerifyUpdate",
+            EncryptInit { .. } => "EncryptInit",
+            DecryptInit { .. } => "DecryptInit",
+            Crypt { .. } => "Crypt",
+            CryptUpdate { .. } => "CryptUpdate",
+            CryptFinal { .. } => "CryptFinal",
+            DigestInit { .. } => "DigestInit",
+            Digest { .. } => "Digest",
+            DigestUpdate { .. } => "DigestUpdate",
+            DigestKey { .. } => "DigestKey",
+            GenerateRandom { .. } => "GenerateRandom",
+        }
+    }
+
+    /// The key object the request uses, if any: the signing, verifying, encrypting or
+    /// decrypting key at an Init, the wrapping key of a wrap, the unwrapping or base key.
+    pub fn key(&self) -> Option<u64> {
+        use Request::*;
+        match self {
+            SignInit { key, .. }
+            | VerifyInit { key, .. }
+            | EncryptInit { key, .. }
+            | DecryptInit { key, .. } => Some(*key),
+            WrapKey { wrapping, .. } => Some(*wrapping),
+            UnwrapKey { unwrapping, .. } => Some(*unwrapping),
+            DeriveKey { base, .. } => Some(*base),
+            _ => None,
+        }
+    }
+
     /// The mechanism the request names, if any: what the server's token parses
     /// (`Mechanism::parse`), and what a per-mechanism count is kept by.
     pub fn mechanism(&self) -> Option<&Mechanism> {

@@ -72,6 +72,8 @@ fn make_pki(dir: &Path) {
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// The address of `GET /metrics` and `/health`, when `metrics_listen` is set.
+    pub metrics: Option<String>,
     log: PathBuf,
 }
 
@@ -82,13 +84,19 @@ impl Server {
 
     /// `start` with the server's log at `level` (`debug` names each request of a signature).
     pub fn start_logging(dir: &Path, listen: &str, level: &str) -> Server {
+        Server::start_with(dir, listen, level, "", "")
+    }
+
+    /// `start_logging` with `top` added to the configuration's top-level keys and
+    /// `signer` to the `signer` client's entry.
+    pub fn start_with(dir: &Path, listen: &str, level: &str, top: &str, signer: &str) -> Server {
         let conf = dir.join("server.toml");
         std::fs::write(
             &conf,
             format!(
                 "listen = \"{listen}\"\nca = \"ca.pem\"\ncert = \"server.pem\"\nkey = \"server.key\"\n\
-                 module_config = \"ferrohsm.toml\"\n\n\
-                 [[client]]\nidentity = \"signer\"\ntokens = [\"alpha\"]\nso = true\n\n\
+                 module_config = \"ferrohsm.toml\"\n{top}\n\
+                 [[client]]\nidentity = \"signer\"\ntokens = [\"alpha\"]\nso = true\n{signer}\n\
                  [[client]]\nidentity = \"noso\"\ntokens = [\"alpha\"]\n\n\
                  [[client]]\nidentity = \"expired\"\ntokens = [\"alpha\"]\n\n\
                  [[client]]\nidentity = \"intruder\"\ntokens = [\"alpha\"]\n"
@@ -104,21 +112,32 @@ impl Server {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("ferrohsm-server: listening on ")
-            .unwrap_or_else(|| {
-                panic!(
-                    "server did not start: {line:?}; log: {}",
-                    std::fs::read_to_string(&log).unwrap()
-                )
-            })
-            .to_string();
-        Server { child, addr, log }
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut metrics = None;
+        loop {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            let line = line.trim();
+            if let Some(m) = line.strip_prefix("ferrohsm-server: metrics on ") {
+                metrics = Some(m.to_string());
+                continue;
+            }
+            let addr = line
+                .strip_prefix("ferrohsm-server: listening on ")
+                .unwrap_or_else(|| {
+                    panic!(
+                        "server did not start: {line:?}; log: {}",
+                        std::fs::read_to_string(&log).unwrap()
+                    )
+                })
+                .to_string();
+            return Server {
+                child,
+                addr,
+                metrics,
+                log,
+            };
+        }
     }
 
     /// The server's log so far.
@@ -158,13 +177,19 @@ impl World {
 
     /// A world whose server logs at `level`.
     pub fn logging(level: &str) -> World {
+        World::with(level, "", "")
+    }
+
+    /// A world whose server has `top` among its configuration's keys and `signer` in the
+    /// `signer` client's entry (`Server::start_with`).
+    pub fn with(level: &str, top: &str, signer: &str) -> World {
         let env = TestEnv::new();
         let p = load();
         new_token(&p, "alpha");
         new_token(&p, "beta");
         p.finalize().unwrap();
         make_pki(env.dir.path());
-        let server = Server::start_logging(env.dir.path(), "127.0.0.1:0", level);
+        let server = Server::start_with(env.dir.path(), "127.0.0.1:0", level, top, signer);
         World { env, server }
     }
 

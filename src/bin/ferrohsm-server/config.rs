@@ -15,6 +15,8 @@ struct File {
     /// The module configuration (store, PIN policy, log, engine) the tokens are served from;
     /// `FERROHSM_CONF` or /etc/ferrohsm/ferrohsm.toml when absent, as for the module.
     module_config: Option<PathBuf>,
+    /// Where `GET /metrics` and `GET /health` are served (plain HTTP); off when absent.
+    metrics_listen: Option<String>,
     #[serde(default, rename = "client")]
     clients: Vec<ClientRule>,
 }
@@ -30,6 +32,10 @@ pub struct ClientRule {
     /// Whether it may log in as the security officer.
     #[serde(default)]
     pub so: bool,
+    /// The most calls it may have in flight at once, over all its connections.
+    pub max_in_flight: Option<u32>,
+    /// The most calls a second it may make (a second's worth may come at once).
+    pub max_calls_per_second: Option<u32>,
 }
 
 /// The configuration, loaded and checked.
@@ -39,6 +45,7 @@ pub struct Server {
     pub cert: PathBuf,
     pub key: PathBuf,
     pub module: ferrohsm::config::Config,
+    pub metrics_listen: Option<String>,
     pub clients: Vec<ClientRule>,
 }
 
@@ -57,6 +64,17 @@ impl Server {
         if module.remote.is_some() {
             return Err("the module configuration the server reads has a [remote] section: the server holds the tokens itself; give it a configuration with [store]".into());
         }
+        if let Some(c) = f
+            .clients
+            .iter()
+            .find(|c| c.max_in_flight == Some(0) || c.max_calls_per_second == Some(0))
+        {
+            return Err(format!(
+                "{}: [[client]] {} has a limit of 0, which refuses every call; leave the limit out for none",
+                path.display(),
+                c.identity
+            ));
+        }
         if f.clients.is_empty() {
             return Err(format!(
                 "{}: no [[client]] is given any token; every connection would be refused",
@@ -69,6 +87,7 @@ impl Server {
             cert: at(f.cert),
             key: at(f.key),
             module,
+            metrics_listen: f.metrics_listen,
             clients: f.clients,
         })
     }

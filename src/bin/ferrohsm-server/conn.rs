@@ -4,6 +4,8 @@
 
 use crate::config::{ClientRule, Server};
 use crate::dispatch;
+use crate::limits;
+use crate::metrics::{Metrics, Served};
 use bytes::Bytes;
 use ferrohsm::remote::proto::{self, Reply, Request};
 use ferrohsm::token::Library;
@@ -20,6 +22,17 @@ pub struct Connection {
     pub who: String,
     pub rule: ClientRule,
     pub lib: Library,
+    /// The identity, as the counters name it.
+    identity: Arc<str>,
+    limit: Arc<limits::ClientLimit>,
+    metrics: Arc<Metrics>,
+}
+
+/// What every connection shares: the configuration, the counters and the clients' limits.
+struct Shared {
+    config: Arc<Server>,
+    metrics: Arc<Metrics>,
+    limits: limits::Limits,
 }
 
 pub fn run(config: Server) -> Result<(), String> {
@@ -29,13 +42,23 @@ pub fn run(config: Server) -> Result<(), String> {
         config.module.engine.force_portable,
     )?;
     // The store is opened once here so that a bad configuration stops the server at start.
-    ferrohsm::store::open(&config.module)?;
+    let store = ferrohsm::store::open(&config.module)?;
     let tls = tls_config(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the server's threads: {e}"))?;
-    runtime.block_on(listen(Arc::new(config), tls))
+    let shared = Arc::new(Shared {
+        config: Arc::new(config),
+        metrics: Arc::default(),
+        limits: limits::Limits::default(),
+    });
+    runtime.block_on(async move {
+        if let Some(addr) = shared.config.metrics_listen.clone() {
+            crate::metrics::serve(addr, shared.metrics.clone(), store).await?;
+        }
+        listen(shared, tls).await
+    })
 }
 
 fn tls_config(config: &Server) -> Result<Arc<rustls::ServerConfig>, String> {
@@ -55,7 +78,8 @@ fn tls_config(config: &Server) -> Result<Arc<rustls::ServerConfig>, String> {
     Ok(Arc::new(server))
 }
 
-async fn listen(config: Arc<Server>, tls: Arc<rustls::ServerConfig>) -> Result<(), String> {
+async fn listen(shared: Arc<Shared>, tls: Arc<rustls::ServerConfig>) -> Result<(), String> {
+    let config = &shared.config;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -74,8 +98,8 @@ async fn listen(config: Arc<Server>, tls: Arc<rustls::ServerConfig>) -> Result<(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let (acceptor, config) = (acceptor.clone(), config.clone());
-        tokio::spawn(async move { serve(tcp, peer, acceptor, config).await });
+        let (acceptor, shared) = (acceptor.clone(), shared.clone());
+        tokio::spawn(async move { serve(tcp, peer, acceptor, shared).await });
     }
 }
 
@@ -83,17 +107,21 @@ async fn serve(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     acceptor: tokio_rustls::TlsAcceptor,
-    config: Arc<Server>,
+    shared: Arc<Shared>,
 ) {
+    let config = &shared.config;
+    let metrics = &shared.metrics;
     let stream = match acceptor.accept(tcp).await {
         Ok(s) => s,
         Err(e) => {
             log::warn!("{peer}: TLS handshake refused: {e}");
+            metrics.refused(&peer.ip().to_string(), "handshake");
             return;
         }
     };
     let Some(cert) = stream.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
         log::warn!("{peer}: no client certificate; connection closed");
+        metrics.refused(&peer.ip().to_string(), "no_certificate");
         return;
     };
     let names = crate::identity::names(cert);
@@ -108,6 +136,7 @@ async fn serve(
             names.subject,
             names.names
         );
+        metrics.refused(&names.subject, "unknown_identity");
         return;
     };
     let who = format!("{}@{peer}", rule.identity);
@@ -128,9 +157,13 @@ async fn serve(
     log::info!("{who}: connected");
     let conn = Arc::new(Connection {
         who: who.clone(),
+        identity: Arc::from(rule.identity.as_str()),
+        limit: shared.limits.of(&rule),
+        metrics: metrics.clone(),
         rule,
         lib: Library::new(store, u64::from(config.module.store.cache_mib) << 20),
     });
+    metrics.connected();
     let service = hyper::service::service_fn(move |req| call(conn.clone(), req));
     if let Err(e) = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .serve_connection(TokioIo::new(stream), service)
@@ -138,6 +171,7 @@ async fn serve(
     {
         log::info!("{who}: connection ended: {e}");
     }
+    metrics.disconnected();
     log::info!("{who}: disconnected; its sessions are closed");
 }
 
@@ -168,17 +202,17 @@ async fn call(
     let response: proto::Response = match proto::decode::<Request>(&bytes) {
         Ok(request) => match request.check() {
             Err(e) => Err(e.rv()),
-            // The token blocks (the store, the engine's batches): its calls run off the
-            // connection's task.
-            Ok(()) => {
-                let c = conn.clone();
-                tokio::task::spawn_blocking(move || dispatch::call(&c, request))
-                    .await
-                    .unwrap_or_else(|_| {
-                        log::error!("{}: a call panicked", conn.who);
-                        Err(cryptoki_sys::CKR_GENERAL_ERROR)
-                    })
-            }
+            Ok(()) => match conn.limit.admit() {
+                Err(refusal) => {
+                    conn.metrics.refused(&conn.identity, refusal.reason);
+                    log::warn!("{}: call refused: {}", conn.who, refusal.message);
+                    return Ok(answer(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        refusal.message.into_bytes(),
+                    ));
+                }
+                Ok(permit) => served(&conn, request, permit).await,
+            },
         },
         Err(Some(v)) => {
             log::warn!(
@@ -197,4 +231,29 @@ async fn call(
         Ok(b) => answer(StatusCode::OK, b),
         Err(_) => answer(StatusCode::INTERNAL_SERVER_ERROR, Vec::new()),
     })
+}
+
+/// One admitted call through the token, counted.
+async fn served(conn: &Arc<Connection>, request: Request, permit: limits::Permit) -> proto::Response {
+    let started = std::time::Instant::now();
+    let (name, key, mechanism) = (request.name(), request.key(), request.mechanism().map(|m| m.ty));
+    // The token blocks (the store, the engine's batches): its calls run off the
+    // connection's task.
+    let c = conn.clone();
+    let response = tokio::task::spawn_blocking(move || dispatch::call(&c, request))
+        .await
+        .unwrap_or_else(|_| {
+            log::error!("{}: a call panicked", conn.who);
+            Err(cryptoki_sys::CKR_GENERAL_ERROR)
+        });
+    drop(permit);
+    conn.metrics.served(Served {
+        client: &conn.identity,
+        request: name,
+        key,
+        mechanism,
+        rv: response.as_ref().err().map_or(cryptoki_sys::CKR_OK, |&rv| rv),
+        took: started.elapsed(),
+    });
+    response
 }

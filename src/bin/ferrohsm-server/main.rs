@@ -10,6 +10,8 @@ mod config;
 mod conn;
 mod dispatch;
 mod identity;
+mod limits;
+mod metrics;
 
 use std::process::ExitCode;
 

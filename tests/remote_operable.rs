@@ -207,3 +207,58 @@ fn a_client_over_its_calls_per_second_is_refused_with_a_reason() {
         "{counted:?} < {refused}: {body}"
     );
 }
+
+/// `ferrohsm-util speed --remote`: the figures are measured through the server (its counters
+/// see the signatures), the table says the server's engine signed, and the keys it made were
+/// session objects: the token holds none after the run.
+#[test]
+fn speed_measures_through_the_server_and_leaves_no_key() {
+    let w = World::with("info", METRICS, "");
+    w.client("signer");
+    let conf = w.env.dir.path().join("remote-signer.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .args(["--module", module_path().to_str().unwrap(), "speed", "--remote"])
+        .arg(&conf)
+        .args([
+            "--token",
+            "alpha",
+            "--pin",
+            USER_PIN,
+            "--sizes",
+            "1024",
+            "--seconds",
+            "0.2",
+        ])
+        .args(["--curves", "p256", "--pq", "", "--threads", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rsa = text
+        .lines()
+        .find(|l| l.starts_with("rsa  1024 bits") && l.contains("sign/s per core"))
+        .unwrap_or_else(|| panic!("no RSA-1024 line: {text}"));
+    assert!(rsa.contains("kernel (the server's)"), "{rsa}");
+    assert!(
+        text.contains("ecdsa (nistp256)") && text.contains("(the server's)"),
+        "{text}"
+    );
+    let (_, _, body) = get(w.server.metrics.as_ref().unwrap(), "/metrics");
+    let signed = sample(
+        &body,
+        "ferrohsm_calls_total{client=\"signer\",request=\"Sign\",outcome=\"CKR_OK\"}",
+    );
+    assert!(signed.is_some_and(|n| n >= 10.0), "{signed:?}: {body}");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    assert_eq!(
+        s.find_objects(&[]).unwrap().len(),
+        0,
+        "speed left keys on the server's token"
+    );
+}

@@ -1,5 +1,5 @@
 //! `speed`: RSA sign and verify throughput of ferrohsm through its PKCS#11 entry points, on a
-//! temporary in-memory token, printed the way `openssl speed rsa` prints it (the EC table
+//! temporary in-memory token (or, with `--remote`, a token of a `ferrohsm-server`), printed the way `openssl speed rsa` prints it (the EC table
 //! after it is `speed_ec`'s). With `--kernel`,
 //! per kernel family (the module is loaded once per family with `FERROHSM_KERNEL` set); which
 //! families exist, which this CPU runs and which one served come from the module's vendor
@@ -8,7 +8,7 @@
 use clap::Args;
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, ObjectHandle};
-use cryptoki::session::UserType;
+use cryptoki::session::{Session, UserType};
 use cryptoki::types::AuthPin;
 use ferrohsm::cli::module::{self, explain, Result};
 use std::path::Path;
@@ -49,6 +49,64 @@ pub struct Speed {
     /// `--pq ''` leaves it out. Not printed with `--json` or `--kernel`.
     #[arg(long, value_delimiter = ',', default_values_t = ["ml-dsa-65".to_string(), "slh-dsa-128f".into()])]
     pq: Vec<String>,
+    /// Measure through a server: FILE is a module configuration with a [remote] section (as a
+    /// signer host's). Its keys are session objects on the token --token, gone after the run.
+    #[arg(long, value_name = "FILE", requires_all = ["token", "pin"])]
+    remote: Option<std::path::PathBuf>,
+    /// With --remote: the label of the server's token to measure on.
+    #[arg(long, value_name = "LABEL", requires = "remote")]
+    token: Option<String>,
+    /// With --remote: its user PIN.
+    #[arg(long, requires = "remote")]
+    pin: Option<String>,
+}
+
+/// Where the figures are measured: a temporary in-memory token made for the run, or a token
+/// of a server (`--remote`) whose user logs in and whose keys are session objects.
+pub enum Target {
+    Temporary,
+    Remote { label: String, pin: String },
+}
+
+impl Target {
+    /// The token's slot and a session logged in as its user.
+    pub fn open(&self, p: &cryptoki::context::Pkcs11, name: &str) -> Result<(cryptoki::slot::Slot, Session)> {
+        match self {
+            Target::Temporary => {
+                let slot = module::free_slot(p)?;
+                let pin = AuthPin::new(PIN.into());
+                p.init_token(slot, &pin, name)
+                    .map_err(|e| explain("cannot make the test token", e))?;
+                let admin = p
+                    .open_rw_session(slot)
+                    .map_err(|e| explain("cannot open a session", e))?;
+                admin
+                    .login(UserType::So, Some(&pin))
+                    .map_err(|e| explain("SO login", e))?;
+                admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
+                admin.logout().ok();
+                admin
+                    .login(UserType::User, Some(&pin))
+                    .map_err(|e| explain("login", e))?;
+                Ok((slot, admin))
+            }
+            Target::Remote { label, pin } => {
+                let slot = module::find_token(p, None, Some(label), None)?;
+                let s = p
+                    .open_rw_session(slot)
+                    .map_err(|e| explain("cannot open a session on the server's token", e))?;
+                s.login(UserType::User, Some(&AuthPin::new(pin.clone().into())))
+                    .map_err(|e| explain("login to the server's token", e))?;
+                Ok((slot, s))
+            }
+        }
+    }
+
+    /// `CKA_TOKEN` of the keys made: token objects on the temporary token (dropped whole with
+    /// it), session objects on a server's token (nothing left behind).
+    pub fn keep(&self) -> Attribute {
+        Attribute::Token(matches!(self, Target::Temporary))
+    }
 }
 
 /// One measured size.
@@ -221,9 +279,31 @@ pub(crate) fn cpu_model() -> String {
 pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     // A temporary in-memory token: the user's tokens are never touched.
     let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
-    let conf = dir.path().join("speed.toml");
-    std::fs::write(&conf, "[store]\nbackend = \"memory\"\n").map_err(|e| e.to_string())?;
-    std::env::set_var("FERROHSM_CONF", &conf);
+    let target = match (&a.remote, &a.token, &a.pin) {
+        (Some(conf), Some(label), Some(pin)) => {
+            let loaded = ferrohsm::config::Config::from_file(conf).map_err(|e| e.0)?;
+            if loaded.remote.is_none() {
+                return Err(format!(
+                    "{}: --remote needs a module configuration with a [remote] section (docs/operations.md, \"Serve the token over the network\")",
+                    conf.display()
+                ));
+            }
+            if a.kernel != "auto" {
+                return Err("--kernel chooses the family of the engine in this process; with --remote the server's engine signs".into());
+            }
+            std::env::set_var("FERROHSM_CONF", conf);
+            Target::Remote {
+                label: label.clone(),
+                pin: pin.clone(),
+            }
+        }
+        _ => {
+            let conf = dir.path().join("speed.toml");
+            std::fs::write(&conf, "[store]\nbackend = \"memory\"\n").map_err(|e| e.to_string())?;
+            std::env::set_var("FERROHSM_CONF", &conf);
+            Target::Temporary
+        }
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = a.threads.unwrap_or(8 * cores).max(1);
     let curves: Vec<String> = a.curves.iter().filter(|c| !c.is_empty()).cloned().collect();
@@ -232,18 +312,18 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     crate::speed_pq::check(&pq)?;
     if a.kernel == "auto" {
         // The module's own choice (FERROHSM_KERNEL, if the user set it, still applies).
-        let (rows, fill) = measure_sizes(m, &a, cores, threads)?;
+        let (rows, fill) = measure_sizes(m, &a, &target, cores, threads)?;
         if a.json {
             println!("{}", json(&rows, &a, cores, threads, fill));
         } else {
             print_table(&rows, &a, cores, threads, fill);
             if !curves.is_empty() {
                 println!();
-                crate::speed_ec::run(m, &curves, a.seconds, threads)?;
+                crate::speed_ec::run(m, &target, &curves, a.seconds, threads)?;
             }
             if !pq.is_empty() {
                 println!();
-                crate::speed_pq::run(m, &pq, a.seconds, threads)?;
+                crate::speed_pq::run(m, &target, &pq, a.seconds, threads)?;
             }
         }
         return Ok(());
@@ -252,7 +332,7 @@ pub fn run(m: Option<&Path>, a: Speed) -> Result<()> {
     let mut results = vec![];
     for name in &names {
         std::env::set_var("FERROHSM_KERNEL", name);
-        let measured = measure_sizes(m, &a, cores, threads);
+        let measured = measure_sizes(m, &a, &target, cores, threads);
         std::env::remove_var("FERROHSM_KERNEL");
         results.push((name.clone(), measured.map_err(|e| format!("kernel {name}: {e}"))?));
     }
@@ -334,25 +414,12 @@ fn families_to_measure(m: Option<&Path>, kernel: &str) -> Result<Vec<String>> {
 fn measure_sizes(
     m: Option<&Path>,
     a: &Speed,
+    target: &Target,
     cores: usize,
     threads: usize,
 ) -> Result<(Vec<Row>, Option<f64>)> {
     let p = module::load(m)?;
-    let slot = module::free_slot(&p)?;
-    let pin = AuthPin::new(PIN.into());
-    p.init_token(slot, &pin, "ferrohsm speed")
-        .map_err(|e| explain("cannot make the test token", e))?;
-    let admin = p
-        .open_rw_session(slot)
-        .map_err(|e| explain("cannot open a session", e))?;
-    admin
-        .login(UserType::So, Some(&pin))
-        .map_err(|e| explain("SO login", e))?;
-    admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
-    admin.logout().ok();
-    admin
-        .login(UserType::User, Some(&pin))
-        .map_err(|e| explain("login", e))?;
+    let (slot, admin) = target.open(&p, "ferrohsm speed")?;
 
     let (mech, message) = mechanism(&a.mechanism)?;
     eprintln!(
@@ -369,15 +436,11 @@ fn measure_sizes(
     for &bits in &a.sizes {
         progress.set_message(format!("RSA-{bits}"));
         let public = [
-            Attribute::Token(true),
+            target.keep(),
             Attribute::ModulusBits(bits.into()),
             Attribute::Verify(true),
         ];
-        let private = [
-            Attribute::Token(true),
-            Attribute::Private(true),
-            Attribute::Sign(true),
-        ];
+        let private = [target.keep(), Attribute::Private(true), Attribute::Sign(true)];
         let (pubk, privk): (ObjectHandle, ObjectHandle) = admin
             .generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private)
             .map_err(|e| explain(&format!("cannot generate an RSA-{bits} key"), e))?;
@@ -400,7 +463,10 @@ fn measure_sizes(
         let before = kernel_stats(&module_path);
         let sign_all = measure(&p, slot, threads, a.seconds, &sign)?;
         // The family that served: the one whose calls grew the most (what ran, not a guess).
-        let mut kernel = "unknown".to_string();
+        let mut kernel = match target {
+            Target::Temporary => "unknown".to_string(),
+            Target::Remote { .. } => "(the server's)".to_string(),
+        };
         if let (Some(b), Some(e)) = (before, kernel_stats(&module_path)) {
             let mut most = 0;
             for (fb, fe) in b.iter().zip(&e) {

@@ -6,12 +6,9 @@
 use cryptoki::mechanism::eddsa::{EddsaParams, EddsaSignatureScheme};
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::Attribute;
-use cryptoki::session::{Session, UserType};
-use cryptoki::types::AuthPin;
+use cryptoki::session::Session;
 use ferrohsm::cli::module::{self, explain, Result};
 use std::path::Path;
-
-const PIN: &str = "speed-test-pin";
 
 /// The key-pair generation mechanism of a curve of `CURVES` (Edwards or Weierstrass).
 pub(crate) fn keygen_mechanism(edwards: bool) -> Mechanism<'static> {
@@ -82,23 +79,15 @@ pub fn check_curves(names: &[String]) -> Result<()> {
 }
 
 /// Measures the curves named and prints the table.
-pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> Result<()> {
+pub fn run(
+    m: Option<&Path>,
+    target: &crate::speed::Target,
+    names: &[String],
+    seconds: f64,
+    threads: usize,
+) -> Result<()> {
     let p = module::load(m)?;
-    let slot = module::free_slot(&p)?;
-    let pin = AuthPin::new(PIN.into());
-    p.init_token(slot, &pin, "ferrohsm speed ec")
-        .map_err(|e| explain("cannot make the test token", e))?;
-    let admin = p
-        .open_rw_session(slot)
-        .map_err(|e| explain("cannot open a session", e))?;
-    admin
-        .login(UserType::So, Some(&pin))
-        .map_err(|e| explain("SO login", e))?;
-    admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
-    admin.logout().ok();
-    admin
-        .login(UserType::User, Some(&pin))
-        .map_err(|e| explain("login", e))?;
+    let (slot, admin) = target.open(&p, "ferrohsm speed ec")?;
     let message = b"ferrohsm speed: a message of some length, hashed or not by the mechanism".to_vec();
     let mut rows = vec![];
     let chosen: Vec<_> = CURVES.iter().filter(|c| names.iter().any(|n| n == c.0)).collect();
@@ -107,15 +96,11 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
         progress.set_message(label);
         let gen = keygen_mechanism(edwards);
         let public = [
-            Attribute::Token(true),
+            target.keep(),
             Attribute::EcParams(params.to_vec()),
             Attribute::Verify(true),
         ];
-        let private = [
-            Attribute::Token(true),
-            Attribute::Private(true),
-            Attribute::Sign(true),
-        ];
+        let private = [target.keep(), Attribute::Private(true), Attribute::Sign(true)];
         let (pubk, privk) = admin
             .generate_key_pair(&gen, &public, &private)
             .map_err(|e| explain(&format!("cannot generate a {label} key"), e))?;
@@ -144,7 +129,14 @@ pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> 
     progress.finish_and_clear();
     drop(admin);
     p.finalize().ok();
-    let families = curve_families(&module::module_path(m)?).unwrap_or_default();
+    // The arithmetic this process's module would choose; the server's is its own.
+    let families = match target {
+        crate::speed::Target::Temporary => curve_families(&module::module_path(m)?).unwrap_or_default(),
+        crate::speed::Target::Remote { .. } => CURVES
+            .iter()
+            .map(|c| (c.0.to_string(), "(the server's)".to_string()))
+            .collect(),
+    };
     print_table(&rows, &families);
     Ok(())
 }

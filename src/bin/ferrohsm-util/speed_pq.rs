@@ -6,13 +6,11 @@
 use cryptoki::mechanism::dsa::{HedgeType, SignAdditionalContext};
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, ParameterSetType};
-use cryptoki::session::{Session, UserType};
-use cryptoki::types::{AuthPin, Ulong};
+use cryptoki::session::Session;
+use cryptoki::types::Ulong;
 use cryptoki_sys::*;
 use ferrohsm::cli::module::{self, explain, Result};
 use std::path::Path;
-
-const PIN: &str = "speed-test-pin";
 
 /// A parameter set `--pq` and `bench --mechanism` may name: its short name, the label printed,
 /// ML-DSA (or SLH-DSA), and its `CKA_PARAMETER_SET`.
@@ -102,39 +100,23 @@ pub fn check(names: &[String]) -> Result<()> {
 }
 
 /// Measures the parameter sets named and prints the table.
-pub fn run(m: Option<&Path>, names: &[String], seconds: f64, threads: usize) -> Result<()> {
+pub fn run(
+    m: Option<&Path>,
+    target: &crate::speed::Target,
+    names: &[String],
+    seconds: f64,
+    threads: usize,
+) -> Result<()> {
     let p = module::load(m)?;
-    let slot = module::free_slot(&p)?;
-    let pin = AuthPin::new(PIN.into());
-    p.init_token(slot, &pin, "ferrohsm speed pq")
-        .map_err(|e| explain("cannot make the test token", e))?;
-    let admin = p
-        .open_rw_session(slot)
-        .map_err(|e| explain("cannot open a session", e))?;
-    admin
-        .login(UserType::So, Some(&pin))
-        .map_err(|e| explain("SO login", e))?;
-    admin.init_pin(&pin).map_err(|e| explain("init PIN", e))?;
-    admin.logout().ok();
-    admin
-        .login(UserType::User, Some(&pin))
-        .map_err(|e| explain("login", e))?;
+    let (slot, admin) = target.open(&p, "ferrohsm speed pq")?;
     let message = b"ferrohsm speed: a message of some length, hashed or not by the mechanism".to_vec();
     let chosen: Vec<&PqSet> = names.iter().filter_map(|n| find(n)).collect();
     let progress = super::progress::bar(chosen.len(), "speed");
     let mut rows = vec![];
     for set in chosen {
         progress.set_message(set.label);
-        let public = [
-            Attribute::Token(true),
-            set.parameter_set(),
-            Attribute::Verify(true),
-        ];
-        let private = [
-            Attribute::Token(true),
-            Attribute::Private(true),
-            Attribute::Sign(true),
-        ];
+        let public = [target.keep(), set.parameter_set(), Attribute::Verify(true)];
+        let private = [target.keep(), Attribute::Private(true), Attribute::Sign(true)];
         let (pubk, privk) = admin
             .generate_key_pair(&set.keygen(), &public, &private)
             .map_err(|e| explain(&format!("cannot generate a {} key", set.label), e))?;

@@ -6,10 +6,8 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use std::sync::Arc;
-use x509_cert::der::Decode;
-use x509_cert::ext::pkix::name::GeneralName;
-use x509_cert::ext::pkix::SubjectAltName;
-use x509_cert::Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::parse_x509_certificate;
 
 /// The subject (RFC 4514) and the names a `[[client]]` identity may match.
 pub struct Names {
@@ -18,34 +16,26 @@ pub struct Names {
 }
 
 pub fn names(der: &[u8]) -> Names {
-    let Ok(cert) = Certificate::from_der(der) else {
+    let Ok((_, cert)) = parse_x509_certificate(der) else {
         return Names {
             subject: "<unreadable certificate>".into(),
             names: Vec::new(),
         };
     };
-    let tbs = &cert.tbs_certificate;
-    let mut names = Vec::new();
-    for rdn in tbs.subject.0.iter() {
-        for atv in rdn.0.iter() {
-            if let Some(cn) = atv.to_string().strip_prefix("CN=") {
-                names.push(cn.to_string());
-            }
-        }
-    }
-    for ext in tbs.extensions.iter().flatten() {
-        if ext.extn_id.to_string() == "2.5.29.17" {
-            if let Ok(san) = SubjectAltName::from_der(ext.extn_value.as_bytes()) {
-                for n in san.0 {
-                    if let GeneralName::DnsName(d) = n {
-                        names.push(d.to_string());
-                    }
-                }
+    let mut names: Vec<String> = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            if let GeneralName::DNSName(d) = n {
+                names.push(d.to_string());
             }
         }
     }
     Names {
-        subject: tbs.subject.to_string(),
+        subject: cert.subject().to_string(),
         names,
     }
 }
@@ -76,8 +66,8 @@ impl ClientCertVerifier for NamingVerifier {
         self.0
             .verify_client_cert(end_entity, intermediates, now)
             .inspect_err(|e| {
-                let serial = Certificate::from_der(end_entity)
-                    .map(|c| c.tbs_certificate.serial_number.to_string())
+                let serial = parse_x509_certificate(end_entity)
+                    .map(|(_, c)| c.raw_serial_as_string())
                     .unwrap_or_default();
                 log::warn!(
                     "client certificate \"{}\" (serial {serial}) refused at the handshake: {e}",

@@ -8,53 +8,6 @@ mod common;
 
 use common::*;
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
-use std::ffi::c_ulong;
-
-/// `FERROHSM_KERNEL_STATS` of `include/ferrohsm.h`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct KernelStats {
-    name: [u8; 16],
-    id: c_ulong,
-    available: c_ulong,
-    self_test_passed: c_ulong,
-    serves: [c_ulong; 4],
-    max_batch: c_ulong,
-    batches: [c_ulong; 8],
-}
-
-impl KernelStats {
-    fn name(&self) -> String {
-        String::from_utf8_lossy(self.name.split(|&b| b == 0).next().unwrap()).into_owned()
-    }
-
-    /// Signatures it produced (calls times signatures per call).
-    fn signatures(&self) -> u64 {
-        // c_ulong is u64 on the Unix ABIs the module supports.
-        self.batches
-            .map(u64::from)
-            .iter()
-            .enumerate()
-            .map(|(i, n)| n * (i as u64 + 1))
-            .sum()
-    }
-}
-
-/// Every family of the initialised module, by its vendor API.
-fn kernel_stats() -> Vec<KernelStats> {
-    // SAFETY: the module is loaded and initialised by the caller; the signature is the
-    // header's and the buffer holds the count the first call returned.
-    unsafe {
-        let lib = libloading::Library::new(module_path()).unwrap();
-        let f: libloading::Symbol<unsafe extern "C" fn(*mut KernelStats, *mut c_ulong) -> c_ulong> =
-            lib.get(b"FERROHSM_GetKernelStats").unwrap();
-        let mut n: c_ulong = 0;
-        assert_eq!(f(std::ptr::null_mut(), &mut n), 0);
-        let mut v = vec![std::mem::zeroed::<KernelStats>(); n as usize];
-        assert_eq!(f(v.as_mut_ptr(), &mut n), 0);
-        v
-    }
-}
 
 /// Signs at RSA-1024 and RSA-2048 on four threads (so batching families batch), verifying
 /// every signature with the rsa crate.

@@ -651,7 +651,7 @@ fn mechanism_info_reports_sizes_and_flags() {
     let info = p
         .get_mechanism_info(slot, MechanismType::RSA_PKCS_KEY_PAIR_GEN)
         .unwrap();
-    assert_eq!((info.min_key_size(), info.max_key_size()), (1024, 8192));
+    assert_eq!((info.min_key_size(), info.max_key_size()), (1024, 16384));
     assert!(info.generate_key_pair());
     let info = p
         .get_mechanism_info(slot, MechanismType::SHA256_RSA_PKCS)
@@ -681,11 +681,12 @@ fn generates_an_8192_bit_key() {
         &sig,
     )
     .unwrap();
-    // Sizes that are not a multiple of 8, or beyond 8192, are refused.
+    // Sizes beyond 16384 bits, or under 1024, are refused (tests/rsa_sizes.rs: any length
+    // between is generated).
     let err = s
         .generate_key_pair(
             &Mechanism::RsaPkcsKeyPairGen,
-            &[Attribute::ModulusBits(8200.into())],
+            &[Attribute::ModulusBits(16392.into())],
             &[],
         )
         .unwrap_err();
@@ -693,7 +694,7 @@ fn generates_an_8192_bit_key() {
     let err = s
         .generate_key_pair(
             &Mechanism::RsaPkcsKeyPairGen,
-            &[Attribute::ModulusBits(2047.into())],
+            &[Attribute::ModulusBits(1016.into())],
             &[],
         )
         .unwrap_err();

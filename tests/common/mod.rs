@@ -353,3 +353,50 @@ pub fn sign_concurrently_verified(p: &Pkcs11, slot: Slot, sizes: &[u64], threads
         });
     }
 }
+
+/// `FERROHSM_KERNEL_STATS` of `include/ferrohsm.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KernelStats {
+    pub name: [u8; 16],
+    pub id: std::ffi::c_ulong,
+    pub available: std::ffi::c_ulong,
+    pub self_test_passed: std::ffi::c_ulong,
+    pub serves: [std::ffi::c_ulong; 4],
+    pub max_batch: std::ffi::c_ulong,
+    pub batches: [std::ffi::c_ulong; 8],
+}
+
+impl KernelStats {
+    pub fn name(&self) -> String {
+        String::from_utf8_lossy(self.name.split(|&b| b == 0).next().unwrap()).into_owned()
+    }
+
+    /// Signatures it produced (calls times signatures per call).
+    pub fn signatures(&self) -> u64 {
+        // std::ffi::c_ulong is u64 on the Unix ABIs the module supports.
+        self.batches
+            .map(u64::from)
+            .iter()
+            .enumerate()
+            .map(|(i, n)| n * (i as u64 + 1))
+            .sum()
+    }
+}
+
+/// Every family of the initialised module, by its vendor API.
+pub fn kernel_stats() -> Vec<KernelStats> {
+    // SAFETY: the module is loaded and initialised by the caller; the signature is the
+    // header's and the buffer holds the count the first call returned.
+    unsafe {
+        let lib = libloading::Library::new(module_path()).unwrap();
+        let f: libloading::Symbol<
+            unsafe extern "C" fn(*mut KernelStats, *mut std::ffi::c_ulong) -> std::ffi::c_ulong,
+        > = lib.get(b"FERROHSM_GetKernelStats").unwrap();
+        let mut n: std::ffi::c_ulong = 0;
+        assert_eq!(f(std::ptr::null_mut(), &mut n), 0);
+        let mut v = vec![std::mem::zeroed::<KernelStats>(); n as usize];
+        assert_eq!(f(v.as_mut_ptr(), &mut n), 0);
+        v
+    }
+}

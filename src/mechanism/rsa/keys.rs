@@ -181,18 +181,18 @@ impl KeyModel for RsaKeys {
         }
     }
 
-    /// `CKA_MODULUS_BITS` from the public template (1024–8192, a multiple of 8), the exponent
-    /// from it or 65537.
+    /// `CKA_MODULUS_BITS` from the public template (any length from 1024 to 16384 bits), the
+    /// exponent from it or 65537.
     fn check_generation(&self, public: &mut Attributes, private: &mut Attributes) -> Result<()> {
         let bits = match public.ulong(CKA_MODULUS_BITS) {
             Some(b) => b as usize,
             None => return fail_because(CKR_TEMPLATE_INCOMPLETE, "CKA_MODULUS_BITS is required"),
         };
         let (min, max) = engine::keygen_limits();
-        if bits < min || bits > max || bits % 8 != 0 {
+        if bits < min || bits > max {
             return fail_because(
                 CKR_KEY_SIZE_RANGE,
-                format!("RSA keys are {min} to {max} bits in steps of 8, not {bits}"),
+                format!("RSA keys are {min} to {max} bits, not {bits}"),
             );
         }
         key_model::refuse_material(public, private, &[CKA_MODULUS, CKA_PRIVATE_EXPONENT, CKA_PRIME_1])

@@ -413,3 +413,62 @@ fn finalize_at_process_exit_does_not_crash() {
     }
     drop(env);
 }
+
+/// `C_GetSessionValidationFlags` (3.2) answers truthfully: no validated operation, so 0 after
+/// a signature; the one flags type 3.2 defines; the usual codes for a bad session and NULL.
+#[test]
+fn session_validation_flags_are_zero_and_checked() {
+    let _env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "validation");
+    let s = user_session(&p, slot);
+    let (_, private) = rsa_keypair(&s, 2048, b"v", false);
+    s.sign(
+        &cryptoki::mechanism::Mechanism::Sha256RsaPkcs,
+        private,
+        b"validated?",
+    )
+    .unwrap();
+    // (cryptoki takes the default interface, 3.0, whose list has no 3.2 function: the 3.2
+    // list is asked for by name, as a 3.2 application does.)
+    // SAFETY: the 3.2 list of the loaded module; outputs are live locals or NULL.
+    unsafe {
+        let lib = libloading::Library::new(module_path()).unwrap();
+        let get_interface: libloading::Symbol<
+            unsafe extern "C" fn(*mut u8, *mut CK_VERSION, *mut *mut CK_INTERFACE, CK_FLAGS) -> CK_RV,
+        > = lib.get(b"C_GetInterface").unwrap();
+        let mut iface = null_mut();
+        let mut v = CK_VERSION { major: 3, minor: 2 };
+        assert_eq!(
+            get_interface(c"PKCS 11".as_ptr() as *mut u8, &mut v, &mut iface, 0),
+            CKR_OK
+        );
+        let f = (*((*iface).pFunctionList as *const CK_FUNCTION_LIST_3_2))
+            .C_GetSessionValidationFlags
+            .unwrap();
+        let h = s.handle();
+        let table: [(CK_SESSION_HANDLE, CK_ULONG, bool, CK_RV); 5] = [
+            (h, CKS_LAST_VALIDATION_OK, true, CKR_OK),
+            (h, CKS_LAST_VALIDATION_OK, false, CKR_ARGUMENTS_BAD),
+            (h, CKS_LAST_VALIDATION_OK + 1, true, CKR_ARGUMENTS_BAD),
+            (h, 0, true, CKR_ARGUMENTS_BAD),
+            (0xdead, CKS_LAST_VALIDATION_OK, true, CKR_SESSION_HANDLE_INVALID),
+        ];
+        for (session, ty, with_out, want) in table {
+            let mut flags: CK_FLAGS = 0xff;
+            let out = if with_out {
+                &mut flags as *mut CK_FLAGS
+            } else {
+                null_mut()
+            };
+            assert_eq!(
+                f(session, ty, out),
+                want,
+                "session {session:#x}, type {ty}, out {with_out}"
+            );
+            if want == CKR_OK {
+                assert_eq!(flags, 0, "no validated operation");
+            }
+        }
+    }
+}

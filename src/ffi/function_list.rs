@@ -124,8 +124,7 @@ function_lists! {
         C_VerifySignature(CK_SESSION_HANDLE, *mut CK_BYTE, CK_ULONG),
         C_VerifySignatureUpdate(CK_SESSION_HANDLE, *mut CK_BYTE, CK_ULONG),
         C_VerifySignatureFinal(CK_SESSION_HANDLE),
-        C_GetSessionValidationFlags(
-            CK_SESSION_HANDLE, CK_SESSION_VALIDATION_FLAGS_TYPE, *mut CK_FLAGS),
+        C_GetSessionValidationFlags,
         C_AsyncComplete(CK_SESSION_HANDLE, *mut CK_UTF8CHAR, *mut CK_ASYNC_DATA),
         C_AsyncGetID(CK_SESSION_HANDLE, *mut CK_UTF8CHAR, *mut CK_ULONG),
         C_AsyncJoin(CK_SESSION_HANDLE, *mut CK_UTF8CHAR, CK_ULONG, *mut CK_BYTE, CK_ULONG),

@@ -48,6 +48,31 @@ ck_fn!(
     }
 );
 
+// PKCS#11 3.2: the flags of the validations (`CKO_VALIDATION` objects) the session's last
+// operation met. ferrohsm holds no validation object and claims no validated operation, so the
+// answer is 0 for every session, local or remote; a type other than `CKS_LAST_VALIDATION_OK`
+// (the only one 3.2 defines) is `CKR_ARGUMENTS_BAD`.
+ck_fn!(
+    fn C_GetSessionValidationFlags(
+        session: CK_SESSION_HANDLE,
+        ty: CK_SESSION_VALIDATION_FLAGS_TYPE,
+        flags: *mut CK_FLAGS,
+    ) {
+        let l = lib()?;
+        l.0.check_session(session)?;
+        // SAFETY: the caller's output, NULL or valid per PKCS#11.
+        let flags = unsafe { out(flags) }?;
+        if ty != CKS_LAST_VALIDATION_OK {
+            return fail_because(
+                CKR_ARGUMENTS_BAD,
+                format!("C_GetSessionValidationFlags: type {ty} is not CKS_LAST_VALIDATION_OK ({CKS_LAST_VALIDATION_OK}), the only type PKCS#11 3.2 defines"),
+            );
+        }
+        *flags = 0;
+        Ok(())
+    }
+);
+
 ck_fn!(
     fn C_GetOperationState(session: CK_SESSION_HANDLE, _state: *mut CK_BYTE, len: *mut CK_ULONG) {
         let l = lib()?;

@@ -10,7 +10,7 @@ use common::remote::*;
 use common::*;
 use cryptoki::error::RvError;
 use cryptoki::mechanism::Mechanism;
-use cryptoki::object::ObjectClass;
+use cryptoki::object::{Attribute, ObjectClass};
 use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
 use rsa::sha2::Sha256;
@@ -87,6 +87,96 @@ fn so_login_needs_the_so_right() {
     let p = load();
     let s = p.open_rw_session(alpha).unwrap();
     s.login(UserType::So, Some(&AuthPin::new(SO_PIN.into()))).unwrap();
+}
+
+/// `C_InitToken` through the server: a client with the SO right re-initialises a token it is
+/// given, as locally (open sessions refused, a wrong SO PIN counted, objects and user PIN gone);
+/// a client without the right is refused before its PIN is evaluated; the free slot (given to
+/// no one) and a new label the client is not given are refused.
+#[test]
+fn c_init_token_reinitialises_a_given_token_with_the_so_right_only() {
+    let w = World::new();
+    let free = {
+        let p = load();
+        let free = p
+            .get_all_slots()
+            .unwrap()
+            .into_iter()
+            .find(|s| !p.get_token_info(*s).unwrap().token_initialized())
+            .unwrap();
+        p.finalize().unwrap();
+        free
+    };
+    let so_pin = AuthPin::new(SO_PIN.into());
+    let wrong = AuthPin::new("99999999".into());
+
+    w.client("noso");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    assert_eq!(
+        rv(p.init_token(alpha, &wrong, "alpha").unwrap_err()),
+        RvError::UserTypeInvalid
+    );
+    assert!(
+        !p.get_token_info(alpha).unwrap().so_pin_count_low(),
+        "the SO PIN of a client without the right was evaluated"
+    );
+    assert!(
+        w.server.logged("does not have so = true") && w.server.log().contains("C_InitToken refused"),
+        "{}",
+        w.server.log()
+    );
+    p.finalize().unwrap();
+
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    s.create_object(&[
+        Attribute::Class(ObjectClass::DATA),
+        Attribute::Token(true),
+        Attribute::Label(b"before".to_vec()),
+    ])
+    .unwrap();
+    assert_eq!(
+        rv(p.init_token(alpha, &so_pin, "alpha").unwrap_err()),
+        RvError::SessionExists
+    );
+    drop(s);
+    assert_eq!(
+        rv(p.init_token(alpha, &wrong, "alpha").unwrap_err()),
+        RvError::PinIncorrect
+    );
+    assert!(p.get_token_info(alpha).unwrap().so_pin_count_low());
+    assert_eq!(
+        rv(p.init_token(alpha, &so_pin, "beta").unwrap_err()),
+        RvError::ArgumentsBad
+    );
+    assert!(w.server.logged("the new label \"beta\""), "{}", w.server.log());
+    assert_eq!(
+        rv(p.init_token(free, &so_pin, "alpha").unwrap_err()),
+        RvError::SlotIdInvalid
+    );
+
+    p.init_token(alpha, &so_pin, "alpha").unwrap();
+    let info = p.get_token_info(alpha).unwrap();
+    assert!(!info.user_pin_initialized(), "{info:?}");
+    assert!(!info.so_pin_count_low(), "{info:?}");
+    let s = p.open_rw_session(alpha).unwrap();
+    s.login(UserType::So, Some(&so_pin)).unwrap();
+    s.init_pin(&AuthPin::new("5678".into())).unwrap();
+    s.logout().unwrap();
+    s.login(UserType::User, Some(&AuthPin::new("5678".into())))
+        .unwrap();
+    assert!(
+        s.find_objects(&[]).unwrap().is_empty(),
+        "objects outlived the re-initialisation"
+    );
+    assert!(
+        w.server.logged("re-initialised the token \"alpha\""),
+        "{}",
+        w.server.log()
+    );
 }
 
 /// The module configured as client `name` reaches no token: the connection is refused.

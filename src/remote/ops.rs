@@ -102,21 +102,25 @@ impl Client {
         }
     }
 
-    pub fn init_token(&self, _slot: CK_SLOT_ID, _so_pin: &[u8], _label: &[u8; 32]) -> Result<()> {
-        fail_because(
-            CKR_FUNCTION_NOT_SUPPORTED,
-            "C_InitToken is not carried to a remote token: initialise it on the server host with ferrohsm-util",
-        )
+    pub fn init_token(&self, slot: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<()> {
+        self.init_token_with_user_pin(slot, so_pin, label, None)
     }
 
+    /// Re-initialises a token the server gives this client, which needs the SO right there
+    /// (`ferrohsm-server`'s dispatch says what it allows).
     pub fn init_token_with_user_pin(
         &self,
         slot: CK_SLOT_ID,
         so_pin: &[u8],
         label: &[u8; 32],
-        _user_pin: Option<&[u8]>,
+        user_pin: Option<&[u8]>,
     ) -> Result<()> {
-        self.init_token(slot, so_pin, label)
+        done(self.call(&Request::InitToken {
+            slot: slot as u64,
+            so_pin: Secret(so_pin.to_vec()),
+            label: *label,
+            user_pin: user_pin.map(|p| Secret(p.to_vec())),
+        })?)
     }
 
     pub fn open_session(&self, slot: CK_SLOT_ID, flags: CK_FLAGS) -> Result<CK_SESSION_HANDLE> {

@@ -50,7 +50,8 @@ absent = {16, 18, 8192, 32, 33, 8193, 304, 305, 310, 15, 23}
 expected_failures = {"tests.test_ecc.ECCTests.test_derive_key", "tests.test_x509.X509Tests.test_verify_certificate_rsa"}
 if os.environ.get("FERROHSM_E2E_REMOTE"):
     # Through ferrohsm-server, one call carries at most 4 MiB (docs/architecture.md, the
-    # protocol): test_concurrency encrypts 4 MiB in one C_Encrypt, which the server refuses.
+    # protocol): test_concurrency encrypts 4 MiB in one C_Encrypt, which the client refuses
+    # (CKR_DATA_LEN_RANGE).
     expected_failures.add("tests.test_threading.ThreadingTests.test_concurrency")
 passed, failed, bad_skips = 0, set(), []
 for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):

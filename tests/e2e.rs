@@ -89,6 +89,14 @@ fn try_scenario_in(
     env: &common::TestEnv,
     vars: &[(&str, &std::ffi::OsStr)],
 ) -> Result<(), String> {
+    // OpenDNSSEC's signer keeps its control socket and pid file at fixed paths
+    // (/run/opendnssec), so its scenarios (local and remote) take turns on the machine. The
+    // lock is this process's (close-on-exec): no daemon of the scenario inherits it.
+    let _turn = (name == "opendnssec-signer").then(|| {
+        let lock = std::fs::File::create("/tmp/ferrohsm-e2e-opendnssec-signer.lock").unwrap();
+        lock.lock().unwrap();
+        lock
+    });
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e")
         .join(format!("{name}.sh"));

@@ -913,5 +913,14 @@ mod tests {
         }
         .check()
         .is_err());
+        let init = |so: usize, user: usize| Request::InitToken {
+            slot: 0,
+            so_pin: Secret(vec![b'1'; so]),
+            label: [b' '; 32],
+            user_pin: Some(Secret(vec![b'1'; user])),
+        };
+        assert!(init(1024, 1024).check().is_ok());
+        assert!(init(1025, 4).check().is_err());
+        assert!(init(8, 1025).check().is_err());
     }
 }

@@ -16,6 +16,61 @@ fn scenario(name: &str) {
     }
 }
 
+/// A scenario through the network: the token "e2e" is made on the server's side (the store of
+/// the test's own `ferrohsm.toml`), `ferrohsm-util pki` makes the CA and the certificates as
+/// docs/operations.md tells an operator to, `ferrohsm-server` serves the token to client
+/// `signer` (SO allowed), and the script runs with the module's configuration holding only
+/// `[remote]`: every call of the consumer goes through the server. The server's log is shown
+/// when the scenario fails.
+fn remote_scenario(name: &str) {
+    if let Err(e) = try_remote_scenario(name) {
+        panic!("{e}");
+    }
+}
+
+/// `remote_scenario`; the failure text, with the server's log, on failure.
+fn try_remote_scenario(name: &str) -> Result<(), String> {
+    let env = common::TestEnv::new();
+    let dir = env.dir.path();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+        .args([
+            "init-token",
+            "--free",
+            "--label",
+            "e2e",
+            "--so-pin",
+            "87654321",
+            "--pin",
+            "1234",
+        ])
+        .env("FERROHSM_CONF", env.conf())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    common::remote::util_pki(dir, &["signer"]);
+    let server = common::remote::Server::start_configured(
+        dir,
+        "127.0.0.1:0",
+        "info",
+        "server",
+        "[[client]]\nidentity = \"signer\"\ntokens = [\"e2e\"]\nso = true\n",
+    );
+    let conf = server.client_conf("signer");
+    let vars = [
+        ("FERROHSM_CONF", conf.as_os_str()),
+        ("FERROHSM_E2E_REMOTE", "1".as_ref()),
+    ];
+    try_scenario_in(name, &env, &vars).map_err(|e| format!("{e}\nserver log:\n{}", server.log()))?;
+    // The consumer reached the token through the server, not a store of its own.
+    if !server.log().contains("signer@127.0.0.1") {
+        return Err(format!(
+            "scenario {name} never reached the server:\n{}",
+            server.log()
+        ));
+    }
+    Ok(())
+}
+
 /// The longest a scenario may run: its own waits are bounded well below this (the longest,
 /// OpenDNSSEC's, at 4 minutes), so only a hang reaches it.
 const SCENARIO_LIMIT: Duration = Duration::from_secs(420);
@@ -25,7 +80,23 @@ const SCENARIO_LIMIT: Duration = Duration::from_secs(420);
 /// its group is killed (its daemons run in the foreground, in that group), so a hang costs
 /// minutes, not the CI run.
 fn try_scenario(name: &str) -> Result<(), String> {
-    let env = common::TestEnv::new();
+    try_scenario_in(name, &common::TestEnv::new(), &[])
+}
+
+/// `try_scenario` in `env`'s directory, with the variables `vars` set for the script.
+fn try_scenario_in(
+    name: &str,
+    env: &common::TestEnv,
+    vars: &[(&str, &std::ffi::OsStr)],
+) -> Result<(), String> {
+    // OpenDNSSEC's signer keeps its control socket and pid file at fixed paths
+    // (/run/opendnssec), so its scenarios (local and remote) take turns on the machine. The
+    // lock is this process's (close-on-exec): no daemon of the scenario inherits it.
+    let _turn = (name == "opendnssec-signer").then(|| {
+        let lock = std::fs::File::create("/tmp/ferrohsm-e2e-opendnssec-signer.lock").unwrap();
+        lock.lock().unwrap();
+        lock
+    });
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e")
         .join(format!("{name}.sh"));
@@ -34,6 +105,7 @@ fn try_scenario(name: &str) -> Result<(), String> {
         .env("FERROHSM_MODULE", common::module_path())
         .env("FERROHSM_UTIL", env!("CARGO_BIN_EXE_ferrohsm-util"))
         .env("WORK", env.dir.path())
+        .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -147,13 +219,18 @@ fn knot_keymgr_kzonesign() {
 
 #[test]
 fn powerdns_pdnsutil_hsm() {
+    powerdns(try_scenario);
+}
+
+/// PowerDNS's scenario, run by `run` (locally or through the server).
+fn powerdns(run: fn(&str) -> Result<(), String>) {
     // pdnsutil 4.7.3 corrupts its own heap (see powerdns.sh) and dies by a signal now and then,
     // in `hsm create-key` right after C_Initialize (about one run in four in CI) or in another
     // command; every retry in the same directory crashes alike (the crash follows the run's
     // paths, not the token). A fresh directory is a fresh chance: the scenario marks such runs
     // ("PDNSUTIL CRASHED", or no key pair after create-key), and any other failure fails at once.
     for attempt in 1..=4 {
-        match try_scenario("powerdns") {
+        match run("powerdns") {
             Ok(()) => return,
             Err(e)
                 if attempt < 4
@@ -180,4 +257,82 @@ fn opendnssec_enforcer_and_signer() {
 #[test]
 fn python_pkcs11_test_suite() {
     scenario("python-pkcs11");
+}
+
+#[test]
+fn pkcs11_tool() {
+    scenario("pkcs11-tool");
+}
+
+// The same scenarios through ferrohsm-server: the module as a client only (`remote_scenario`).
+// Every scenario runs this way.
+
+#[test]
+fn remote_pkcs11_tool() {
+    remote_scenario("pkcs11-tool");
+}
+
+#[test]
+fn remote_openssl_pkcs11_provider() {
+    remote_scenario("openssl-provider");
+}
+
+#[test]
+fn remote_openssl_libp11_engine() {
+    remote_scenario("openssl-engine");
+}
+
+#[test]
+fn remote_gnutls_p11tool_certtool() {
+    remote_scenario("gnutls");
+}
+
+#[test]
+fn remote_knot_keymgr_kzonesign() {
+    remote_scenario("knot");
+}
+
+#[test]
+fn remote_ldns_signzone_via_engine() {
+    remote_scenario("ldns");
+}
+
+#[test]
+fn remote_java_keytool_jarsigner() {
+    remote_scenario("java");
+}
+
+#[test]
+fn remote_openssh_pkcs11_login() {
+    remote_scenario("ssh");
+}
+
+#[test]
+fn remote_powerdns_pdnsutil_hsm() {
+    powerdns(try_remote_scenario);
+}
+
+#[test]
+fn remote_opendnssec_hsm_tools() {
+    remote_scenario("opendnssec");
+}
+
+#[test]
+fn remote_opendnssec_enforcer_and_signer() {
+    remote_scenario("opendnssec-signer");
+}
+
+#[test]
+fn remote_p11_kit_module_and_proxy() {
+    remote_scenario("p11-kit");
+}
+
+#[test]
+fn remote_p11_kit_remoting() {
+    remote_scenario("p11-kit-remote");
+}
+
+#[test]
+fn remote_python_pkcs11_test_suite() {
+    remote_scenario("python-pkcs11");
 }

@@ -694,3 +694,43 @@ fn a_signature_takes_two_round_trips_the_length_query_none() {
     assert_eq!(count("request Sign"), N, "{log}");
     assert_eq!(count("request Sign (length query)"), 0, "{log}");
 }
+
+/// Data past what one request carries (4 MiB) is refused by the client with
+/// `CKR_DATA_LEN_RANGE` and ends the operation, as an error of the call does locally (sent,
+/// the server would refuse it unread and leave its operation running); the same data in parts
+/// goes through.
+#[test]
+fn data_past_one_request_is_refused_and_ends_the_operation_and_goes_in_parts() {
+    use cryptoki::object::KeyType;
+    let w = World::new();
+    w.client("signer");
+    let p = load();
+    let s = user_session(&p, slot_of(&p, "alpha").unwrap());
+    let big = vec![0x5au8; 5 << 20];
+    let aes = s
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::KeyType(KeyType::AES),
+                Attribute::ValueLen(16.into()),
+                Attribute::Encrypt(true),
+            ],
+        )
+        .unwrap();
+    let cbc = Mechanism::AesCbcPad([3u8; 16]);
+    assert_eq!(rv(s.encrypt(&cbc, aes, &big).unwrap_err()), RvError::DataLenRange);
+    // Ended: a new operation starts (C_EncryptInit would answer CKR_OPERATION_ACTIVE).
+    assert_eq!(s.encrypt(&cbc, aes, b"small").unwrap().len(), 16);
+    let (_public, private) = rsa_keypair(&s, 2048, b"big", false);
+    assert_eq!(
+        rv(s.sign(&Mechanism::Sha256RsaPkcs, private, &big).unwrap_err()),
+        RvError::DataLenRange
+    );
+    s.sign(&Mechanism::Sha256RsaPkcs, private, b"small").unwrap();
+    // In parts, the 5 MiB are digested whole.
+    s.digest_init(&Mechanism::Sha256).unwrap();
+    for part in big.chunks(1 << 20) {
+        s.digest_update(part).unwrap();
+    }
+    assert_eq!(s.digest_final().unwrap(), sha256(&big));
+}

@@ -10,7 +10,7 @@ use common::remote::*;
 use common::*;
 use cryptoki::error::RvError;
 use cryptoki::mechanism::Mechanism;
-use cryptoki::object::ObjectClass;
+use cryptoki::object::{Attribute, ObjectClass};
 use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
 use rsa::sha2::Sha256;
@@ -87,6 +87,96 @@ fn so_login_needs_the_so_right() {
     let p = load();
     let s = p.open_rw_session(alpha).unwrap();
     s.login(UserType::So, Some(&AuthPin::new(SO_PIN.into()))).unwrap();
+}
+
+/// `C_InitToken` through the server: a client with the SO right re-initialises a token it is
+/// given, as locally (open sessions refused, a wrong SO PIN counted, objects and user PIN gone);
+/// a client without the right is refused before its PIN is evaluated; the free slot (given to
+/// no one) and a new label the client is not given are refused.
+#[test]
+fn c_init_token_reinitialises_a_given_token_with_the_so_right_only() {
+    let w = World::new();
+    let free = {
+        let p = load();
+        let free = p
+            .get_all_slots()
+            .unwrap()
+            .into_iter()
+            .find(|s| !p.get_token_info(*s).unwrap().token_initialized())
+            .unwrap();
+        p.finalize().unwrap();
+        free
+    };
+    let so_pin = AuthPin::new(SO_PIN.into());
+    let wrong = AuthPin::new("99999999".into());
+
+    w.client("noso");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    assert_eq!(
+        rv(p.init_token(alpha, &wrong, "alpha").unwrap_err()),
+        RvError::UserTypeInvalid
+    );
+    assert!(
+        !p.get_token_info(alpha).unwrap().so_pin_count_low(),
+        "the SO PIN of a client without the right was evaluated"
+    );
+    assert!(
+        w.server.logged("does not have so = true") && w.server.log().contains("C_InitToken refused"),
+        "{}",
+        w.server.log()
+    );
+    p.finalize().unwrap();
+
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    s.create_object(&[
+        Attribute::Class(ObjectClass::DATA),
+        Attribute::Token(true),
+        Attribute::Label(b"before".to_vec()),
+    ])
+    .unwrap();
+    assert_eq!(
+        rv(p.init_token(alpha, &so_pin, "alpha").unwrap_err()),
+        RvError::SessionExists
+    );
+    drop(s);
+    assert_eq!(
+        rv(p.init_token(alpha, &wrong, "alpha").unwrap_err()),
+        RvError::PinIncorrect
+    );
+    assert!(p.get_token_info(alpha).unwrap().so_pin_count_low());
+    assert_eq!(
+        rv(p.init_token(alpha, &so_pin, "beta").unwrap_err()),
+        RvError::ArgumentsBad
+    );
+    assert!(w.server.logged("the new label \"beta\""), "{}", w.server.log());
+    assert_eq!(
+        rv(p.init_token(free, &so_pin, "alpha").unwrap_err()),
+        RvError::SlotIdInvalid
+    );
+
+    p.init_token(alpha, &so_pin, "alpha").unwrap();
+    let info = p.get_token_info(alpha).unwrap();
+    assert!(!info.user_pin_initialized(), "{info:?}");
+    assert!(!info.so_pin_count_low(), "{info:?}");
+    let s = p.open_rw_session(alpha).unwrap();
+    s.login(UserType::So, Some(&so_pin)).unwrap();
+    s.init_pin(&AuthPin::new("5678".into())).unwrap();
+    s.logout().unwrap();
+    s.login(UserType::User, Some(&AuthPin::new("5678".into())))
+        .unwrap();
+    assert!(
+        s.find_objects(&[]).unwrap().is_empty(),
+        "objects outlived the re-initialisation"
+    );
+    assert!(
+        w.server.logged("re-initialised the token \"alpha\""),
+        "{}",
+        w.server.log()
+    );
 }
 
 /// The module configured as client `name` reaches no token: the connection is refused.
@@ -254,6 +344,15 @@ fn a_forked_child_initializes_and_signs_through_the_server() {
     s.sign(&Mechanism::Sha256RsaPkcs, private, b"parent").unwrap();
 }
 
+/// The names of this process's threads, from /proc.
+fn thread_names() -> String {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// This process's thread count, from /proc.
 fn threads() -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -287,23 +386,58 @@ fn the_client_starts_its_threads_at_c_initialize_and_ends_them_at_c_finalize() {
     );
 }
 
+/// GnuTLS (so p11tool, certtool, Knot) forbids the module to create threads: the client then
+/// drives its connection on the application's threads, several of them at once, and the
+/// process has no thread the application did not make.
 #[test]
-fn an_application_that_forbids_threads_is_told_the_remote_token_needs_them() {
-    use cryptoki_sys::*;
+fn an_application_that_forbids_threads_is_served_on_its_own_threads() {
+    use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
     let w = World::new();
     w.client("signer");
-    let r = Raw::load();
-    // SAFETY: all zeros is a valid CK_C_INITIALIZE_ARGS (NULL functions and pointers, no flags).
-    let mut args: CK_C_INITIALIZE_ARGS = unsafe { std::mem::zeroed() };
-    args.flags = CKF_LIBRARY_CANT_CREATE_OS_THREADS;
-    // SAFETY: a valid CK_C_INITIALIZE_ARGS without mutex functions.
-    let rv = unsafe { (r.f.C_Initialize.unwrap())(&mut args as *mut _ as *mut _) };
-    assert_eq!(rv, CKR_NEED_TO_CREATE_THREADS);
-    // Allowed threads, the same configuration works.
-    args.flags = CKF_OS_LOCKING_OK;
-    // SAFETY: as above.
-    let rv = unsafe { (r.f.C_Initialize.unwrap())(&mut args as *mut _ as *mut _) };
-    assert_eq!(rv, CKR_OK);
-    // SAFETY: initialised above.
-    assert_eq!(unsafe { (r.f.C_Finalize.unwrap())(std::ptr::null_mut()) }, CKR_OK);
+    let p = Pkcs11::new(module_path()).unwrap();
+    let before = threads();
+    p.initialize(CInitializeArgs::new(
+        CInitializeFlags::OS_LOCKING_OK | CInitializeFlags::LIBRARY_CANT_CREATE_OS_THREADS,
+    ))
+    .unwrap();
+    let alpha = slot_of(&p, "alpha").expect("alpha is served");
+    let s = user_session(&p, alpha);
+    let (public, private) = rsa_keypair(&s, 2048, b"nothreads", false);
+    let pk = rsa_public(&s, public);
+    assert_eq!(
+        threads(),
+        before,
+        "the module made threads of its own: {}",
+        thread_names()
+    );
+    // Four application threads sign at once over the one connection.
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            let (p, pk) = (&p, &pk);
+            scope.spawn(move || {
+                let s = p.open_ro_session(alpha).unwrap();
+                for i in 0..5u8 {
+                    let data = [t, i];
+                    let sig = s.sign(&Mechanism::Sha256RsaPkcs, private, &data).unwrap();
+                    pk.verify(rsa::pkcs1v15::Pkcs1v15Sign::new::<Sha256>(), &sha256(&data), &sig)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    // The test's own threads are joined; the kernel may take a moment to reap them.
+    for _ in 0..100 {
+        if threads() == before {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        threads(),
+        before,
+        "the module made threads of its own: {}",
+        thread_names()
+    );
+    drop(s);
+    p.finalize().unwrap();
 }

@@ -80,7 +80,12 @@ fn config_error(why: String) -> Error {
 impl Client {
     /// Reads the certificates and key, and makes the runtime. Connects at the first call, so
     /// that `C_Initialize` succeeds while a server is down (an application may start first).
-    pub fn open(config: &RemoteConfig) -> Result<Client> {
+    ///
+    /// With `may_create_threads` false (`CKF_LIBRARY_CANT_CREATE_OS_THREADS`, which GnuTLS and
+    /// so p11tool, certtool and Knot pass) the runtime has no thread of its own: each call
+    /// drives the connection on the caller's thread while it waits for its answer, which
+    /// tokio allows from several application threads at once.
+    pub fn open(config: &RemoteConfig, may_create_threads: bool) -> Result<Client> {
         let file = |p: &Option<std::path::PathBuf>| p.clone().unwrap_or_default();
         let roots = super::tls::roots(&file(&config.ca)).map_err(config_error)?;
         let chain = super::tls::certificates(&file(&config.cert)).map_err(config_error)?;
@@ -102,12 +107,16 @@ impl Client {
                 .map_err(|_| config_error(format!("{host:?} is not a host name or address to check a server's certificate against; set remote.server_name")))?;
             servers.push((s.clone(), name));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("ferrohsm-remote")
-            .enable_all()
-            .build()
-            .map_err(|e| config_error(format!("cannot start the client's threads: {e}")))?;
+        let runtime = if may_create_threads {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("ferrohsm-remote")
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread().enable_all().build()
+        }
+        .map_err(|e| config_error(format!("cannot start the client's runtime: {e}")))?;
         Ok(Client {
             runtime: Some(runtime),
             tls: Arc::new(tls),
@@ -340,7 +349,10 @@ async fn connect(
     name: ServerName<'static>,
     tls: Arc<rustls::ClientConfig>,
 ) -> std::result::Result<SendRequest<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>> {
-    let tcp = tokio::net::TcpStream::connect(&addr).await?;
+    // Resolved here, on the calling thread: tokio would resolve a name on a thread of its
+    // blocking pool, which an application that forbids threads does not allow.
+    let resolved: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&addr)?.collect();
+    let tcp = tokio::net::TcpStream::connect(&resolved[..]).await?;
     tcp.set_nodelay(true)?;
     let stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await?;
     let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())

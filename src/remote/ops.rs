@@ -11,7 +11,7 @@
 #![allow(clippy::unnecessary_cast)]
 
 use super::client::{unexpected, Client, Signing};
-use super::proto::{Attribute, AttributeAnswer, Mechanism, Reply, Request, Secret};
+use super::proto::{Attribute, AttributeAnswer, Mechanism, Reply, Request, Secret, MAX_BYTES};
 use crate::error::{fail, fail_because, Error, Result};
 use crate::service::{RawMechanism, SessionInfo, TokenInfo};
 use crate::token::attributes::Template;
@@ -63,6 +63,28 @@ impl Client {
         })
     }
 
+    /// Data an operation is fed: `arg`, refused here when it is more than one request carries
+    /// (`MAX_BYTES`), which ends the server's operation as an error of the call ends it
+    /// locally. Sent, it would be refused by the server unread, its operation left running.
+    fn data<'a>(&self, h: CK_SESSION_HANDLE, op: CK_FLAGS, a: Arg<&'a [u8]>) -> Result<&'a [u8]> {
+        self.arg(
+            h,
+            op,
+            a.and_then(|d| {
+                if d.len() > MAX_BYTES {
+                    return fail_because(
+                        CKR_DATA_LEN_RANGE,
+                        format!(
+                            "{} bytes in one call; a remote token takes at most {MAX_BYTES}: feed them in parts (C_*Update)",
+                            d.len()
+                        ),
+                    );
+                }
+                Ok(d)
+            }),
+        )
+    }
+
     pub fn slot_list(&self, token_present: bool) -> Result<Vec<CK_SLOT_ID>> {
         match self.call(&Request::SlotList { token_present })? {
             Reply::Handles(s) => Ok(s.into_iter().map(|s| s as CK_SLOT_ID).collect()),
@@ -102,21 +124,25 @@ impl Client {
         }
     }
 
-    pub fn init_token(&self, _slot: CK_SLOT_ID, _so_pin: &[u8], _label: &[u8; 32]) -> Result<()> {
-        fail_because(
-            CKR_FUNCTION_NOT_SUPPORTED,
-            "C_InitToken is not carried to a remote token: initialise it on the server host with ferrohsm-util",
-        )
+    pub fn init_token(&self, slot: CK_SLOT_ID, so_pin: &[u8], label: &[u8; 32]) -> Result<()> {
+        self.init_token_with_user_pin(slot, so_pin, label, None)
     }
 
+    /// Re-initialises a token the server gives this client, which needs the SO right there
+    /// (`ferrohsm-server`'s dispatch says what it allows).
     pub fn init_token_with_user_pin(
         &self,
         slot: CK_SLOT_ID,
         so_pin: &[u8],
         label: &[u8; 32],
-        _user_pin: Option<&[u8]>,
+        user_pin: Option<&[u8]>,
     ) -> Result<()> {
-        self.init_token(slot, so_pin, label)
+        done(self.call(&Request::InitToken {
+            slot: slot as u64,
+            so_pin: Secret(so_pin.to_vec()),
+            label: *label,
+            user_pin: user_pin.map(|p| Secret(p.to_vec())),
+        })?)
     }
 
     pub fn open_session(&self, slot: CK_SLOT_ID, flags: CK_FLAGS) -> Result<CK_SESSION_HANDLE> {
@@ -414,7 +440,7 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = self.arg(h, CKF_SIGN, data.transpose())?;
+        let data = data.map(|d| self.data(h, CKF_SIGN, d)).transpose()?;
         let cap = self.arg(h, CKF_SIGN, cap)?;
         // The length query (no buffer, or one too short) answered here when the client knows
         // the operation's length: what the token answers, without its round trip. The session
@@ -439,7 +465,7 @@ impl Client {
     }
 
     pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
-        let data = self.arg(h, CKF_SIGN, data)?.to_vec();
+        let data = self.data(h, CKF_SIGN, data)?.to_vec();
         let answer = self.on_session(h, |session| Request::SignUpdate { session, data });
         match (answer.is_ok(), self.signing(h)) {
             (true, Some(sign)) => self.set_signing(h, Some(Signing { parts: true, ..sign })),
@@ -469,7 +495,10 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         signature: Arg<&[u8]>,
     ) -> Result<()> {
-        let data = self.arg(h, CKF_VERIFY, data.transpose())?.map(<[u8]>::to_vec);
+        let data = data
+            .map(|d| self.data(h, CKF_VERIFY, d))
+            .transpose()?
+            .map(<[u8]>::to_vec);
         let signature = self.arg(h, CKF_VERIFY, signature)?.to_vec();
         done(self.on_session(h, |session| Request::Verify {
             session,
@@ -479,7 +508,7 @@ impl Client {
     }
 
     pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
-        let data = self.arg(h, CKF_VERIFY, data)?.to_vec();
+        let data = self.data(h, CKF_VERIFY, data)?.to_vec();
         done(self.on_session(h, |session| Request::VerifyUpdate { session, data })?)
     }
 
@@ -519,7 +548,7 @@ impl Client {
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
         let op = if encrypt { CKF_ENCRYPT } else { CKF_DECRYPT };
-        let data = self.arg(h, op, data)?.to_vec();
+        let data = self.data(h, op, data)?.to_vec();
         let cap = capacity(self.arg(h, op, cap)?);
         output(self.on_session(h, |session| Request::Crypt {
             session,
@@ -537,7 +566,7 @@ impl Client {
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
         let op = if encrypt { CKF_ENCRYPT } else { CKF_DECRYPT };
-        let data = self.arg(h, op, data)?.to_vec();
+        let data = self.data(h, op, data)?.to_vec();
         let cap = capacity(self.arg(h, op, cap)?);
         output(self.on_session(h, |session| Request::CryptUpdate {
             session,
@@ -573,7 +602,10 @@ impl Client {
         data: Option<Arg<&[u8]>>,
         cap: Arg<Option<usize>>,
     ) -> Result<Output> {
-        let data = self.arg(h, CKF_DIGEST, data.transpose())?.map(<[u8]>::to_vec);
+        let data = data
+            .map(|d| self.data(h, CKF_DIGEST, d))
+            .transpose()?
+            .map(<[u8]>::to_vec);
         let cap = capacity(self.arg(h, CKF_DIGEST, cap)?);
         output(self.on_session(h, |session| Request::Digest {
             session,
@@ -583,7 +615,7 @@ impl Client {
     }
 
     pub fn digest_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
-        let data = self.arg(h, CKF_DIGEST, data)?.to_vec();
+        let data = self.data(h, CKF_DIGEST, data)?.to_vec();
         done(self.on_session(h, |session| Request::DigestUpdate { session, data })?)
     }
 

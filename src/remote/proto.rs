@@ -24,7 +24,8 @@ use zeroize::Zeroize;
 /// The version of the messages below. A server answers a request of another version with
 /// `Reply::Version` naming its own, so a mismatch is told, never misread.
 /// 2: `SignInit` is answered `Reply::SignInit` (the signature's length), not `Reply::Done`.
-pub const VERSION: u16 = 2;
+/// 3: `InitToken`.
+pub const VERSION: u16 = 3;
 /// Where every call is posted.
 pub const PATH: &str = "/ferrohsm/v1/call";
 /// The largest body either side reads: requests and answers alike.
@@ -330,6 +331,13 @@ pub enum Request {
         session: u64,
         len: u64,
     },
+    /// `C_InitToken` (`user_pin` absent) or `FERROHSM_InitTokenWithPIN`.
+    InitToken {
+        slot: u64,
+        so_pin: Secret,
+        label: [u8; 32],
+        user_pin: Option<Secret>,
+    },
 }
 
 /// One attribute's answer to `GetAttributes`.
@@ -458,6 +466,7 @@ impl Request {
             DigestUpdate { .. } => "DigestUpdate",
             DigestKey { .. } => "DigestKey",
             GenerateRandom { .. } => "GenerateRandom",
+            InitToken { .. } => "InitToken",
         }
     }
 
@@ -556,6 +565,10 @@ impl Request {
                 MAX_COUNT as usize,
             ),
             Login { pin, .. } | InitPin { pin, .. } => within("PIN", pin.0.len(), 1024),
+            InitToken { so_pin, user_pin, .. } => {
+                within("PIN", so_pin.0.len(), 1024)?;
+                within("PIN", user_pin.as_ref().map_or(0, |p| p.0.len()), 1024)
+            }
             SetPin { old, new, .. } => {
                 within("PIN", old.0.len(), 1024)?;
                 within("PIN", new.0.len(), 1024)
@@ -900,5 +913,14 @@ mod tests {
         }
         .check()
         .is_err());
+        let init = |so: usize, user: usize| Request::InitToken {
+            slot: 0,
+            so_pin: Secret(vec![b'1'; so]),
+            label: [b' '; 32],
+            user_pin: Some(Secret(vec![b'1'; user])),
+        };
+        assert!(init(1024, 1024).check().is_ok());
+        assert!(init(1025, 4).check().is_err());
+        assert!(init(8, 1025).check().is_err());
     }
 }

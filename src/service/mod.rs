@@ -120,20 +120,12 @@ forward! {
 
 impl Service {
     /// The service the configuration names, made at `C_Initialize`. The remote client runs
-    /// its connection on threads of its own: an application that forbids the module to create
-    /// threads (`CKF_LIBRARY_CANT_CREATE_OS_THREADS`) gets `CKR_NEED_TO_CREATE_THREADS`.
+    /// its connection on two threads of its own, or, when the application forbids the module
+    /// to create threads (`CKF_LIBRARY_CANT_CREATE_OS_THREADS`), on the threads that call it.
     pub fn open(may_create_threads: bool) -> Result<Service> {
         let config = Library::load_config()?;
         match &config.remote {
-            Some(_) if !may_create_threads => {
-                log::error!(
-                    "C_Initialize: the application forbids the module to create threads \
-                     (CKF_LIBRARY_CANT_CREATE_OS_THREADS), and the remote token ([remote]) needs \
-                     its own; use a local store for this application"
-                );
-                Err(crate::error::Error(CKR_NEED_TO_CREATE_THREADS))
-            }
-            Some(remote) => Client::open(remote).map(Service::Remote),
+            Some(remote) => Client::open(remote, may_create_threads).map(Service::Remote),
             None => Library::with_config(&config).map(Service::Local),
         }
     }

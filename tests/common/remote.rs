@@ -74,6 +74,7 @@ pub struct Server {
     pub addr: String,
     /// The address of `GET /metrics` and `/health`, when `metrics_listen` is set.
     pub metrics: Option<String>,
+    dir: PathBuf,
     log: PathBuf,
 }
 
@@ -90,16 +91,31 @@ impl Server {
     /// `start_logging` with `top` added to the configuration's top-level keys and
     /// `signer` to the `signer` client's entry.
     pub fn start_with(dir: &Path, listen: &str, level: &str, top: &str, signer: &str) -> Server {
-        let conf = dir.join("server.toml");
-        std::fs::write(
-            &conf,
-            format!(
-                "listen = \"{listen}\"\nca = \"ca.pem\"\ncert = \"server.pem\"\nkey = \"server.key\"\n\
-                 module_config = \"ferrohsm.toml\"\n{top}\n\
+        Server::start_configured(
+            dir,
+            listen,
+            level,
+            "server",
+            &format!(
+                "{top}\n\
                  [[client]]\nidentity = \"signer\"\ntokens = [\"alpha\"]\nso = true\n{signer}\n\
                  [[client]]\nidentity = \"noso\"\ntokens = [\"alpha\"]\n\n\
                  [[client]]\nidentity = \"expired\"\ntokens = [\"alpha\"]\n\n\
                  [[client]]\nidentity = \"intruder\"\ntokens = [\"alpha\"]\n"
+            ),
+        )
+    }
+
+    /// A server in `dir` (its CA `ca.pem`, its certificate `CERT.pem` and key `CERT.key`, the
+    /// module configuration `ferrohsm.toml`) with `rest` after those keys: more top-level keys,
+    /// then the `[[client]]` entries.
+    pub fn start_configured(dir: &Path, listen: &str, level: &str, cert: &str, rest: &str) -> Server {
+        let conf = dir.join("server.toml");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen = \"{listen}\"\nca = \"ca.pem\"\ncert = \"{cert}.pem\"\nkey = \"{cert}.key\"\n\
+                 module_config = \"ferrohsm.toml\"\n{rest}"
             ),
         )
         .unwrap();
@@ -135,6 +151,7 @@ impl Server {
                 child,
                 addr,
                 metrics,
+                dir: dir.to_path_buf(),
                 log,
             };
         }
@@ -195,17 +212,49 @@ impl World {
 
     /// Points FERROHSM_CONF at a remote configuration with client `name`'s certificate.
     pub fn client(&self, name: &str) {
-        let dir = self.env.dir.path();
-        let conf = dir.join(format!("remote-{name}.toml"));
+        std::env::set_var("FERROHSM_CONF", self.server.client_conf(name));
+    }
+}
+
+impl Server {
+    /// Writes the module's `[remote]` configuration for client `name` (its certificate
+    /// `NAME.pem` and key `NAME.key` beside the CA), and returns its path.
+    pub fn client_conf(&self, name: &str) -> PathBuf {
+        let conf = self.dir.join(format!("remote-{name}.toml"));
         std::fs::write(
             &conf,
             format!(
                 "[remote]\nservers = [\"{}\"]\nca = \"ca.pem\"\ncert = \"{name}.pem\"\nkey = \"{name}.key\"\ntimeout_ms = 20000\n",
-                self.server.addr
+                self.addr
             ),
         )
         .unwrap();
-        std::env::set_var("FERROHSM_CONF", &conf);
+        conf
+    }
+}
+
+/// The PKI an operator makes with `ferrohsm-util pki` (docs/operations.md, "Certificates for
+/// the network service"), in `dir`: the CA, the server's certificate `server.pem` for
+/// 127.0.0.1 and one client certificate per name in `clients`.
+pub fn util_pki(dir: &Path, clients: &[&str]) {
+    let pki = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
+            .arg("pki")
+            .args(args)
+            .arg("--dir")
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ferrohsm-util pki {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    pki(&["init-ca", "--name", "e2e CA"]);
+    pki(&["issue", "--server", "server", "--san", "127.0.0.1"]);
+    for c in clients {
+        pki(&["issue", "--client", c]);
     }
 }
 

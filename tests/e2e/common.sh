@@ -3,6 +3,7 @@
 # With FERROHSM_E2E_SYSTEM=1 (packaging/test-installed) the scenario runs on the installed
 # package instead: the system-wide store of /etc/ferrohsm/ferrohsm.toml, where the caller made
 # the token "e2e", and the package's p11-kit registration "ferrohsm".
+# With FERROHSM_E2E_REMOTE=1 the module is a client of ferrohsm-server (see below).
 set -euo pipefail
 need() {
     for c in "$@"; do
@@ -10,7 +11,11 @@ need() {
     done
 }
 M=$FERROHSM_MODULE
-if [ -z "${FERROHSM_E2E_SYSTEM:-}" ]; then
+if [ -n "${FERROHSM_E2E_REMOTE:-}" ]; then
+    # Through ferrohsm-server (tests/e2e.rs, remote_scenario): the test made the token "e2e" on
+    # the server's side and FERROHSM_CONF holds only the module's [remote] section.
+    :
+elif [ -z "${FERROHSM_E2E_SYSTEM:-}" ]; then
     printf '[store]\npath = "%s/store"\n[pin]\nkdf_memory_kib = 1024\nkdf_passes = 1\n' "$WORK" > "$WORK/ferrohsm.toml"
     export FERROHSM_CONF="$WORK/ferrohsm.toml"
     "$FERROHSM_UTIL" init-token --free --label e2e --so-pin 87654321 --pin 1234 >/dev/null

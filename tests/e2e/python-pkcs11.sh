@@ -8,7 +8,8 @@
 # gives: CKR_KEY_SIZE_RANGE on every path, docs/security.md), at least 132 passed, and every skip is either
 # "SoftHSMv2 only" or asks for a mechanism ferrohsm deliberately does not offer (DES, DH, DSA)
 # or has not built yet (ML-KEM): a mechanism that stops being listed fails here. ML-DSA is
-# offered, so test_ml_dsa must run and pass.
+# offered, so test_ml_dsa must run and pass. Through ferrohsm-server (tests/e2e.rs,
+# remote_python_pkcs11_test_suite) test_threading's test_concurrency fails too (see below).
 . "$(dirname "$0")/common.sh"
 need python3 curl tar
 version=0.10.1
@@ -42,11 +43,16 @@ SOFTHSM2_CONF="$WORK/softhsm2.conf" PKCS11_MODULE="$M" PKCS11_MODULE2=/usr/lib/s
 set -e
 tail -5 "$WORK/pytest.log"
 "$cache/venv/bin/python" - "$WORK/junit.xml" <<'PY'
-import re, sys, xml.etree.ElementTree as ET
+import os, re, sys, xml.etree.ElementTree as ET
 # Mechanisms the suite may find missing: DSA (16, 18, 8192), DH (32, 33, 8193), DES (304, 305,
 # 310), ML-KEM (15, 23).
 absent = {16, 18, 8192, 32, 33, 8193, 304, 305, 310, 15, 23}
 expected_failures = {"tests.test_ecc.ECCTests.test_derive_key", "tests.test_x509.X509Tests.test_verify_certificate_rsa"}
+if os.environ.get("FERROHSM_E2E_REMOTE"):
+    # Through ferrohsm-server, one call carries at most 4 MiB (docs/architecture.md, the
+    # protocol): test_concurrency encrypts 4 MiB in one C_Encrypt, which the client refuses
+    # (CKR_DATA_LEN_RANGE).
+    expected_failures.add("tests.test_threading.ThreadingTests.test_concurrency")
 passed, failed, bad_skips = 0, set(), []
 for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     name = f"{case.get('classname')}.{case.get('name')}"

@@ -22,6 +22,12 @@ fn trimmed(b: &[u8]) -> String {
         .to_string()
 }
 
+/// The label of the token in `slot`, if it is initialised.
+fn label_of(c: &Connection, slot: CK_SLOT_ID) -> Option<String> {
+    let r = c.lib.token_state(slot).ok()?.record?;
+    Some(trimmed(&r.label))
+}
+
 /// Whether the connection is given the token in `slot`. The free slot's uninitialised token
 /// is given to no one: tokens are made on the server host.
 fn given(c: &Connection, slot: CK_SLOT_ID) -> bool {
@@ -32,6 +38,42 @@ fn given(c: &Connection, slot: CK_SLOT_ID) -> bool {
         }
         None => false,
     }
+}
+
+/// `C_InitToken` of a token given to the connection, by a client with the SO right, checked
+/// before the SO PIN is: a client without the right cannot try SO PINs this way either. The
+/// new label is the token's own or one its `[[client]] tokens` name, so re-initialising never
+/// hands a token this client set up (SO and user PIN known to it) to another client that is
+/// given that label, nor takes it out of this client's reach.
+fn init_token(
+    c: &Connection,
+    s: u64,
+    so_pin: &[u8],
+    label: &[u8; 32],
+    user_pin: Option<&[u8]>,
+) -> Result<()> {
+    let s = slot(c, s)?;
+    if !c.rule.so {
+        log::warn!(
+            "{}: C_InitToken refused: its [[client]] entry does not have so = true",
+            c.who
+        );
+        return Err(Error(CKR_USER_TYPE_INVALID));
+    }
+    let (old, new) = (label_of(c, s).unwrap_or_default(), trimmed(label));
+    if new != old && !c.rule.tokens.contains(&new) {
+        log::warn!(
+            "{}: C_InitToken of {old:?} refused: the new label {new:?} is not among its [[client]] tokens",
+            c.who
+        );
+        return Err(Error(CKR_ARGUMENTS_BAD));
+    }
+    c.lib.init_token_with_user_pin(s, so_pin, label, user_pin)?;
+    log::info!(
+        "{}: re-initialised the token {old:?} in slot {s} as {new:?}",
+        c.who
+    );
+    Ok(())
 }
 
 fn slot(c: &Connection, slot: u64) -> Result<CK_SLOT_ID> {
@@ -307,6 +349,18 @@ fn run(c: &Connection, request: Request) -> Result<Reply> {
             .map(output),
         R::DigestUpdate { session, data } => done(lib.digest_update(h(session), Ok(&data))),
         R::DigestKey { session, key } => done(lib.digest_key(h(session), h(key))),
+        R::InitToken {
+            slot: s,
+            so_pin,
+            label,
+            user_pin,
+        } => done(init_token(
+            c,
+            s,
+            &so_pin.0,
+            &label,
+            user_pin.as_ref().map(|p| &p.0[..]),
+        )),
         R::GenerateRandom { session, len } => {
             let mut buf = vec![0u8; len as usize];
             lib.generate_random(h(session), &mut buf)?;

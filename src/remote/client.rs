@@ -6,6 +6,14 @@
 //! its runtime's threads do not exist in the child), and the child's `C_Initialize` makes a
 //! new one with a new connection.
 //!
+//! The application's threads never enter the runtime. A call is spawned on it as a task (the
+//! exchange, its timeout included) and the calling thread waits for the answer on a plain
+//! channel of the standard library (`Client::run`): it parks, and the task that reads the
+//! answer wakes it. `Runtime::block_on` did this before, and it panics on a thread that is
+//! already inside a runtime, which an application that calls the module from its own tokio
+//! tasks is (tests/remote_access.rs calls the module from inside one). Measured against
+//! `block_on` on the 2-core Zen 4 of docs/performance.md: see there, "Fewer hand-offs".
+//!
 //! Session handles are the client's own, each mapped to a server, the connection it was
 //! opened on and the server's handle. A session belongs to its connection on the server (the
 //! server closes it when the connection drops), so a handle whose connection is gone answers
@@ -24,8 +32,9 @@ use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use rustls::pki_types::ServerName;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 /// A session as the client knows it.
@@ -120,10 +129,23 @@ impl Client {
         })
     }
 
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime
-            .as_ref()
-            .expect("the runtime lives until the client is dropped")
+    /// Runs `work` on the client's runtime and waits for its result on this thread, which
+    /// never enters the runtime: it may be one of another runtime's threads.
+    fn run<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> Result<T> {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Err(Error(CKR_DEVICE_ERROR));
+        };
+        // Room for the one answer, so the task's send never waits.
+        let (tx, rx) = mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        // Every task's work is bounded by the client's timeout; the channel closes without an
+        // answer only when the runtime shuts down under a call (C_Finalize racing it).
+        rx.recv().map_err(|_| {
+            log::error!("remote: the client's runtime stopped during a call");
+            Error(CKR_DEVICE_ERROR)
+        })
     }
 
     /// The live connection, made if there is none (the servers tried in order).
@@ -142,10 +164,8 @@ impl Client {
         let mut last = String::new();
         for (i, (addr, name)) in self.servers.iter().enumerate() {
             let attempt = connect(addr.clone(), name.clone(), self.tls.clone());
-            match self
-                .runtime()
-                .block_on(async { tokio::time::timeout(self.timeout, attempt).await })
-            {
+            let timeout = self.timeout;
+            match self.run(async move { tokio::time::timeout(timeout, attempt).await })? {
                 Ok(Ok(sender)) => {
                     let c = Conn {
                         id: self.next_conn.fetch_add(1, Ordering::Relaxed),
@@ -189,9 +209,8 @@ impl Client {
                 .to_bytes();
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, bytes))
         };
-        let answer = self
-            .runtime()
-            .block_on(async { tokio::time::timeout(self.timeout, exchange).await });
+        let timeout = self.timeout;
+        let answer = self.run(async move { tokio::time::timeout(timeout, exchange).await })?;
         let (status, bytes) = match answer {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
@@ -317,7 +336,26 @@ impl Drop for Client {
         // C_Finalize: the connection task and the runtime's threads end here. Not reached in a
         // forked child (the parent's client is leaked there).
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
+            if tokio::runtime::Handle::try_current().is_err() {
+                rt.shutdown_timeout(Duration::from_secs(1));
+                return;
+            }
+            // Inside the application's own runtime, where tokio refuses to wait for threads
+            // (it panics): the wait happens on a thread of our own, joined here.
+            let mut rt = Some(rt);
+            std::thread::scope(|scope| {
+                let _ = std::thread::Builder::new()
+                    .name("ferrohsm-remote-stop".into())
+                    .spawn_scoped(scope, || {
+                        if let Some(rt) = rt.take() {
+                            rt.shutdown_timeout(Duration::from_secs(1));
+                        }
+                    });
+            });
+            // No thread could be made: the runtime's threads are told to stop, not waited for.
+            if let Some(rt) = rt.take() {
+                rt.shutdown_background();
+            }
         }
     }
 }

@@ -309,10 +309,11 @@ fn an_application_that_forbids_threads_is_told_the_remote_token_needs_them() {
     assert_eq!(unsafe { (r.f.C_Finalize.unwrap())(std::ptr::null_mut()) }, CKR_OK);
 }
 
-/// An application that calls the module from its own tokio tasks (a `#[tokio::main]` program):
-/// the calling thread is inside a runtime, where tokio panics at a `block_on` or at a runtime's
-/// drop. The client never enters its runtime from the caller's thread, and `C_Finalize` joins
-/// it from a thread of its own, so every call answers, on either kind of runtime.
+/// An application that calls the module from its own tokio tasks (a `#[tokio::main]` program),
+/// on either kind of runtime: every call answers, `C_Finalize` included. The loaded module's
+/// copy of tokio does not see the application's runtime, so this held before the client
+/// stopped entering its runtime from the caller's thread too; the case that panicked, a
+/// program sharing the module's tokio, is `remote::client`'s own test.
 #[test]
 fn the_module_works_when_called_from_inside_an_applications_tokio_runtime() {
     let w = World::new();

@@ -10,9 +10,12 @@
 //! exchange, its timeout included) and the calling thread waits for the answer on a plain
 //! channel of the standard library (`Client::run`): it parks, and the task that reads the
 //! answer wakes it. `Runtime::block_on` did this before, and it panics on a thread that is
-//! already inside a runtime, which an application that calls the module from its own tokio
-//! tasks is (tests/remote_access.rs calls the module from inside one). Measured against
-//! `block_on` on the 2-core Zen 4 of docs/performance.md: see there, "Fewer hand-offs".
+//! already inside a runtime of the same copy of tokio: a Rust program that links this crate
+//! and calls it from its own tasks (the test below). A module loaded with `dlopen` has a copy
+//! of its own, which does not see the application's runtime (tests/remote_access.rs calls it
+//! from inside one). The hand-off costs what `block_on`'s did, the same two wake-ups per
+//! call (the connection's task woken with the request, the caller with the answer): measured
+//! level with it on the 2-core Zen 4 of docs/performance.md ("Fewer hand-offs").
 //!
 //! Session handles are the client's own, each mapped to a server, the connection it was
 //! opened on and the server's handle. A session belongs to its connection on the server (the
@@ -390,4 +393,52 @@ async fn connect(
         }
     });
     Ok(sender)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client whose one server does not listen, with a self-signed certificate and key in
+    /// `dir` (no handshake is reached).
+    fn client(dir: &std::path::Path) -> Client {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["client".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        Client::open(&RemoteConfig {
+            servers: vec!["127.0.0.1:1".to_string()],
+            ca: Some(dir.join("cert.pem")),
+            cert: Some(dir.join("cert.pem")),
+            key: Some(dir.join("key.pem")),
+            server_name: None,
+            timeout_ms: 2_000,
+        })
+        .unwrap()
+    }
+
+    /// A program that links this crate shares its copy of tokio, so its tasks call from inside
+    /// a runtime this copy sees: `Runtime::block_on` panicked there ("Cannot start a runtime
+    /// from within a runtime"), and so did the runtime's shutdown at `C_Finalize`. Both now
+    /// answer: the call its error (no server), the drop after joining the runtime's threads.
+    #[test]
+    fn a_call_and_the_finalize_from_inside_a_tokio_runtime_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtimes = [
+            tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap(),
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
+        ];
+        for runtime in runtimes {
+            let c = client(dir.path());
+            let inside = async move {
+                let answer = c.call(&Request::SlotList { token_present: true });
+                assert!(matches!(answer, Err(Error(CKR_DEVICE_ERROR))));
+                drop(c);
+            };
+            runtime.block_on(async { tokio::spawn(inside).await }).unwrap();
+        }
+    }
 }

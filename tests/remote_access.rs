@@ -319,8 +319,14 @@ fn the_module_works_when_called_from_inside_an_applications_tokio_runtime() {
     let w = World::new();
     w.client("signer");
     let runtimes = [
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap(),
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
     ];
     for (i, runtime) in runtimes.into_iter().enumerate() {
         let id = format!("in-runtime-{i}").into_bytes();
@@ -330,7 +336,9 @@ fn the_module_works_when_called_from_inside_an_applications_tokio_runtime() {
             let s = user_session(&p, alpha);
             let (public, private) = rsa_keypair(&s, 2048, &id, false);
             let pk = rsa_public(&s, public);
-            let sig = s.sign(&Mechanism::Sha256RsaPkcs, private, b"from a task").unwrap();
+            let sig = s
+                .sign(&Mechanism::Sha256RsaPkcs, private, b"from a task")
+                .unwrap();
             pk.verify(
                 rsa::pkcs1v15::Pkcs1v15Sign::new::<Sha256>(),
                 &sha256(b"from a task"),

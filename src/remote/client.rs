@@ -428,8 +428,14 @@ mod tests {
     fn a_call_and_the_finalize_from_inside_a_tokio_runtime_answer() {
         let dir = tempfile::tempdir().unwrap();
         let runtimes = [
-            tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap(),
-            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
         ];
         for runtime in runtimes {
             let c = client(dir.path());

@@ -1,8 +1,9 @@
 //! Who may reach the token served by `ferrohsm-server`, and what becomes of a client's state:
 //! refused certificates (none, unknown CA, expired, in no [[client]]), tokens not given, SO
 //! without the right, the lockout counted on the server, a dropped connection, a forked child,
-//! and the client's threads between C_Initialize and C_Finalize. Each test has its own PKI,
-//! store and server (`common::remote`).
+//! the client's threads between C_Initialize and C_Finalize, and an application calling the
+//! module from inside its own tokio runtime. Each test has its own PKI, store and server
+//! (`common::remote`).
 
 mod common;
 
@@ -440,4 +441,48 @@ fn an_application_that_forbids_threads_is_served_on_its_own_threads() {
     );
     drop(s);
     p.finalize().unwrap();
+}
+
+/// An application that calls the module from its own tokio tasks (a `#[tokio::main]` program),
+/// on either kind of runtime: every call answers, `C_Finalize` included. The loaded module's
+/// copy of tokio does not see the application's runtime, so this held before the client
+/// stopped entering its runtime from the caller's thread too; the case that panicked, a
+/// program sharing the module's tokio, is `remote::client`'s own test.
+#[test]
+fn the_module_works_when_called_from_inside_an_applications_tokio_runtime() {
+    let w = World::new();
+    w.client("signer");
+    let runtimes = [
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    ];
+    for (i, runtime) in runtimes.into_iter().enumerate() {
+        let id = format!("in-runtime-{i}").into_bytes();
+        let work = async move {
+            let p = load();
+            let alpha = slot_of(&p, "alpha").unwrap();
+            let s = user_session(&p, alpha);
+            let (public, private) = rsa_keypair(&s, 2048, &id, false);
+            let pk = rsa_public(&s, public);
+            let sig = s
+                .sign(&Mechanism::Sha256RsaPkcs, private, b"from a task")
+                .unwrap();
+            pk.verify(
+                rsa::pkcs1v15::Pkcs1v15Sign::new::<Sha256>(),
+                &sha256(b"from a task"),
+                &sig,
+            )
+            .unwrap();
+            drop(s);
+            p.finalize().unwrap();
+        };
+        // On a worker of the application's runtime (a spawned task), as a server would call.
+        runtime.block_on(async { tokio::spawn(work).await }).unwrap();
+    }
 }

@@ -6,6 +6,17 @@
 //! its runtime's threads do not exist in the child), and the child's `C_Initialize` makes a
 //! new one with a new connection.
 //!
+//! The application's threads never enter the runtime. A call is spawned on it as a task (the
+//! exchange, its timeout included) and the calling thread waits for the answer on a plain
+//! channel of the standard library (`Client::run`): it parks, and the task that reads the
+//! answer wakes it. `Runtime::block_on` did this before, and it panics on a thread that is
+//! already inside a runtime of the same copy of tokio: a Rust program that links this crate
+//! and calls it from its own tasks (the test below). A module loaded with `dlopen` has a copy
+//! of its own, which does not see the application's runtime (tests/remote_access.rs calls it
+//! from inside one). The hand-off costs what `block_on`'s did, the same two wake-ups per
+//! call (the connection's task woken with the request, the caller with the answer): measured
+//! level with it on the 2-core Zen 4 of docs/performance.md ("Fewer hand-offs").
+//!
 //! Session handles are the client's own, each mapped to a server, the connection it was
 //! opened on and the server's handle. A session belongs to its connection on the server (the
 //! server closes it when the connection drops), so a handle whose connection is gone answers
@@ -24,8 +35,9 @@ use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use rustls::pki_types::ServerName;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 /// A session as the client knows it.
@@ -107,9 +119,15 @@ impl Client {
                 .map_err(|_| config_error(format!("{host:?} is not a host name or address to check a server's certificate against; set remote.server_name")))?;
             servers.push((s.clone(), name));
         }
+        // One worker: the connection's task, the calls' tasks and the socket on one thread,
+        // with no second worker woken to steal from it. Against two, on the 2-core Zen 4 of
+        // docs/performance.md (loaded, four alternated runs at one thread): p50 0.28 ms
+        // against 0.33 (P-256) and 0.63 against 0.81 (RSA-2048); level at 16 threads. An
+        // application that forbids threads gets a runtime without any: its callers drive it
+        // (`Client::run`).
         let runtime = if may_create_threads {
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
+                .worker_threads(1)
                 .thread_name("ferrohsm-remote")
                 .enable_all()
                 .build()
@@ -129,10 +147,28 @@ impl Client {
         })
     }
 
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime
-            .as_ref()
-            .expect("the runtime lives until the client is dropped")
+    /// Runs `work` on the client's runtime and waits for its result on this thread, which
+    /// never enters the runtime: it may be one of another runtime's threads. A runtime without
+    /// threads of its own (the application forbade them) is driven by the calling thread
+    /// instead, while it waits (several callers may do so at once).
+    fn run<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> Result<T> {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Err(Error(CKR_DEVICE_ERROR));
+        };
+        if runtime.handle().runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            return Ok(runtime.block_on(work));
+        }
+        // Room for the one answer, so the task's send never waits.
+        let (tx, rx) = mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        // Every task's work is bounded by the client's timeout; the channel closes without an
+        // answer only when the runtime shuts down under a call (C_Finalize racing it).
+        rx.recv().map_err(|_| {
+            log::error!("remote: the client's runtime stopped during a call");
+            Error(CKR_DEVICE_ERROR)
+        })
     }
 
     /// The live connection, made if there is none (the servers tried in order).
@@ -151,10 +187,8 @@ impl Client {
         let mut last = String::new();
         for (i, (addr, name)) in self.servers.iter().enumerate() {
             let attempt = connect(addr.clone(), name.clone(), self.tls.clone());
-            match self
-                .runtime()
-                .block_on(async { tokio::time::timeout(self.timeout, attempt).await })
-            {
+            let timeout = self.timeout;
+            match self.run(async move { tokio::time::timeout(timeout, attempt).await })? {
                 Ok(Ok(sender)) => {
                     let c = Conn {
                         id: self.next_conn.fetch_add(1, Ordering::Relaxed),
@@ -198,9 +232,8 @@ impl Client {
                 .to_bytes();
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, bytes))
         };
-        let answer = self
-            .runtime()
-            .block_on(async { tokio::time::timeout(self.timeout, exchange).await });
+        let timeout = self.timeout;
+        let answer = self.run(async move { tokio::time::timeout(timeout, exchange).await })?;
         let (status, bytes) = match answer {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
@@ -326,7 +359,26 @@ impl Drop for Client {
         // C_Finalize: the connection task and the runtime's threads end here. Not reached in a
         // forked child (the parent's client is leaked there).
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
+            if tokio::runtime::Handle::try_current().is_err() {
+                rt.shutdown_timeout(Duration::from_secs(1));
+                return;
+            }
+            // Inside the application's own runtime, where tokio refuses to wait for threads
+            // (it panics): the wait happens on a thread of our own, joined here.
+            let mut rt = Some(rt);
+            std::thread::scope(|scope| {
+                let _ = std::thread::Builder::new()
+                    .name("ferrohsm-remote-stop".into())
+                    .spawn_scoped(scope, || {
+                        if let Some(rt) = rt.take() {
+                            rt.shutdown_timeout(Duration::from_secs(1));
+                        }
+                    });
+            });
+            // No thread could be made: the runtime's threads are told to stop, not waited for.
+            if let Some(rt) = rt.take() {
+                rt.shutdown_background();
+            }
         }
     }
 }
@@ -364,4 +416,61 @@ async fn connect(
         }
     });
     Ok(sender)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client whose one server does not listen, with a self-signed certificate and key in
+    /// `dir` (no handshake is reached).
+    fn client(dir: &std::path::Path) -> Client {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["client".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        Client::open(
+            &RemoteConfig {
+                servers: vec!["127.0.0.1:1".to_string()],
+                ca: Some(dir.join("cert.pem")),
+                cert: Some(dir.join("cert.pem")),
+                key: Some(dir.join("key.pem")),
+                server_name: None,
+                timeout_ms: 2_000,
+            },
+            true,
+        )
+        .unwrap()
+    }
+
+    /// A program that links this crate shares its copy of tokio, so its tasks call from inside
+    /// a runtime this copy sees: `Runtime::block_on` panicked there ("Cannot start a runtime
+    /// from within a runtime"), and so did the runtime's shutdown at `C_Finalize`. Both now
+    /// answer: the call its error (no server), the drop after joining the runtime's threads.
+    #[test]
+    fn a_call_and_the_finalize_from_inside_a_tokio_runtime_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtimes = [
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+        ];
+        for runtime in runtimes {
+            let c = client(dir.path());
+            let inside = async move {
+                let answer = c.call(&Request::SlotList { token_present: true });
+                assert!(matches!(answer, Err(Error(CKR_DEVICE_ERROR))));
+                drop(c);
+            };
+            runtime.block_on(async { tokio::spawn(inside).await }).unwrap();
+        }
+    }
 }

@@ -108,6 +108,53 @@ fn h(v: u64) -> CK_ULONG {
     v as CK_ULONG
 }
 
+/// Signature mechanisms the token computes on the calling thread in tens of microseconds and
+/// without waiting for anything: ECDSA and EdDSA (`engine::ec`) and the MACs. An RSA private
+/// operation waits in the engine's combining scheduler for the other callers of its batch
+/// (the more threads wait there, the fuller the batch), and post-quantum signatures take
+/// milliseconds; those stay on the blocking pool.
+fn quick_sign(ty: CK_MECHANISM_TYPE) -> bool {
+    matches!(
+        ty,
+        CKM_ECDSA
+            | CKM_ECDSA_SHA1
+            | CKM_ECDSA_SHA224
+            | CKM_ECDSA_SHA256
+            | CKM_ECDSA_SHA384
+            | CKM_ECDSA_SHA512
+            | CKM_ECDSA_SHA3_224
+            | CKM_ECDSA_SHA3_256
+            | CKM_ECDSA_SHA3_384
+            | CKM_ECDSA_SHA3_512
+            | CKM_EDDSA
+            | CKM_SHA_1_HMAC
+            | CKM_SHA224_HMAC
+            | CKM_SHA256_HMAC
+            | CKM_SHA384_HMAC
+            | CKM_SHA512_HMAC
+            | CKM_AES_CMAC
+    )
+}
+
+/// Whether `request` may wait (for the engine's batch, the store's writes, the PIN's key
+/// derivation, a long computation) and so runs on tokio's blocking pool; the others are
+/// answered on the connection's task, saving two hand-offs between threads
+/// (docs/performance.md, "Fewer hand-offs"). A `SignInit` never waits on the engine: it finds
+/// the key (the store's generation read first; the key prepared at its first use on the
+/// connection) and asks the signature's length. Its bookkeeping (`quick_signs`) only ever sends
+/// a call to the pool that could have been answered inline, never the reverse: a session is
+/// marked at a successful `SignInit` of a quick mechanism, which is then its operation.
+pub fn waits(c: &Connection, request: &Request) -> bool {
+    match request {
+        Request::SignInit { .. } | Request::SessionInfo { .. } | Request::CheckSession { .. } => false,
+        Request::Sign { capacity: None, .. } => false,
+        Request::Sign { session, .. } | Request::SignUpdate { session, .. } => {
+            !c.quick_signs.lock().contains(session)
+        }
+        _ => true,
+    }
+}
+
 pub fn call(c: &Connection, request: Request) -> Response {
     if log::log_enabled!(log::Level::Debug) {
         if let Some(what) = traced(&request) {
@@ -160,8 +207,15 @@ fn run(c: &Connection, request: Request) -> Result<Reply> {
                 })
         }
         R::OpenSession { slot: s, flags } => handle(lib.open_session(slot(c, s)?, h(flags))),
-        R::CloseSession { session } => done(lib.close_session(h(session))),
-        R::CloseAllSessions { slot: s } => done(lib.close_all_sessions(slot(c, s)?)),
+        R::CloseSession { session } => {
+            c.quick_signs.lock().remove(&session);
+            done(lib.close_session(h(session)))
+        }
+        R::CloseAllSessions { slot: s } => {
+            // Other slots' marks go too: their next C_Sign runs on the pool, no worse.
+            c.quick_signs.lock().clear();
+            done(lib.close_all_sessions(slot(c, s)?))
+        }
         R::CheckSession { session } => done(lib.check_session(h(session))),
         R::SessionInfo { session } => lib.session_info(h(session)).map(Reply::SessionInfo),
         R::HasCryptoOperation { session } => lib.has_crypto_operation(h(session)).map(Reply::Bool),
@@ -279,7 +333,15 @@ fn run(c: &Connection, request: Request) -> Result<Reply> {
             mechanism,
             key,
         } => {
+            let quick = quick_sign(mechanism.ty as CK_MECHANISM_TYPE);
             lib.sign_init(h(session), mechanism.parse()?, h(key))?;
+            // The session's operation is now this one (a failed SignInit leaves the
+            // previous one, and its mark, as they were).
+            if quick {
+                c.quick_signs.lock().insert(session);
+            } else {
+                c.quick_signs.lock().remove(&session);
+            }
             // The token's own answer to the length query, asked now (it ends nothing): a
             // `Signer` gives its length from the key and mechanism alone (no input), so it is
             // the answer to every length query of this operation and the client may give it.

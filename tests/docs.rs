@@ -499,9 +499,11 @@ fn run_block(block: &Block) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("bash: {e}"))?;
     let status = child.wait().map_err(|e| format!("bash: {e}"))?;
+    // The group is gone when nothing was left running: that is no error.
     let _ = Command::new("kill")
         .arg("--")
         .arg(format!("-{}", child.id()))
+        .stderr(std::process::Stdio::null())
         .status();
     if !status.success() {
         return Err(format!(

@@ -215,7 +215,7 @@ fn a_client_over_its_calls_per_second_is_refused_with_a_reason() {
 fn speed_measures_through_the_server_and_leaves_no_key() {
     let w = World::with("info", METRICS, "");
     w.client("signer");
-    let conf = w.env.dir.path().join("remote-signer.toml");
+    let conf = w.server.client_conf("signer");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferrohsm-util"))
         .args(["--module", module_path().to_str().unwrap(), "speed", "--remote"])
         .arg(&conf)

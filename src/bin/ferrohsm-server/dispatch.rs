@@ -22,22 +22,21 @@ fn trimmed(b: &[u8]) -> String {
         .to_string()
 }
 
-/// The label of the token in `slot`, if it is initialised.
-fn label_of(c: &Connection, slot: CK_SLOT_ID) -> Option<String> {
+/// The label of the token in `slot` if the connection is given that token (by label or
+/// serial). The free slot's uninitialised token is given to no one: tokens are made on the
+/// server host.
+fn given_label(c: &Connection, slot: CK_SLOT_ID) -> Option<String> {
     let r = c.lib.token_state(slot).ok()?.record?;
-    Some(trimmed(&r.label))
+    let (label, serial) = (trimmed(&r.label), trimmed(&r.serial));
+    c.rule
+        .tokens
+        .iter()
+        .any(|t| *t == label || *t == serial)
+        .then_some(label)
 }
 
-/// Whether the connection is given the token in `slot`. The free slot's uninitialised token
-/// is given to no one: tokens are made on the server host.
 fn given(c: &Connection, slot: CK_SLOT_ID) -> bool {
-    match c.lib.token_state(slot).ok().and_then(|t| t.record) {
-        Some(r) => {
-            let (label, serial) = (trimmed(&r.label), trimmed(&r.serial));
-            c.rule.tokens.iter().any(|t| *t == label || *t == serial)
-        }
-        None => false,
-    }
+    given_label(c, slot).is_some()
 }
 
 /// `C_InitToken` of a token given to the connection, by a client with the SO right, checked
@@ -52,7 +51,7 @@ fn init_token(
     label: &[u8; 32],
     user_pin: Option<&[u8]>,
 ) -> Result<()> {
-    let s = slot(c, s)?;
+    let (s, old) = slot_and_label(c, s)?;
     if !c.rule.so {
         log::warn!(
             "{}: C_InitToken refused: its [[client]] entry does not have so = true",
@@ -60,7 +59,7 @@ fn init_token(
         );
         return Err(Error(CKR_USER_TYPE_INVALID));
     }
-    let (old, new) = (label_of(c, s).unwrap_or_default(), trimmed(label));
+    let new = trimmed(label);
     if new != old && !c.rule.tokens.contains(&new) {
         log::warn!(
             "{}: C_InitToken of {old:?} refused: the new label {new:?} is not among its [[client]] tokens",
@@ -76,16 +75,22 @@ fn init_token(
     Ok(())
 }
 
-fn slot(c: &Connection, slot: u64) -> Result<CK_SLOT_ID> {
+/// The slot, if its token is given to the connection (else logged, `CKR_SLOT_ID_INVALID`),
+/// and the token's label.
+fn slot_and_label(c: &Connection, slot: u64) -> Result<(CK_SLOT_ID, String)> {
     let s = slot as CK_SLOT_ID;
-    if !given(c, s) {
+    let Some(label) = given_label(c, s) else {
         log::warn!(
             "{}: asked for slot {s}, whose token is not given to it ([[client]] tokens)",
             c.who
         );
         return Err(Error(CKR_SLOT_ID_INVALID));
-    }
-    Ok(s)
+    };
+    Ok((s, label))
+}
+
+fn slot(c: &Connection, slot: u64) -> Result<CK_SLOT_ID> {
+    slot_and_label(c, slot).map(|(s, _)| s)
 }
 
 fn template(t: Vec<Attribute>) -> Result<Template> {

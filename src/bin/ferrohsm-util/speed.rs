@@ -1,9 +1,9 @@
 //! `speed`: RSA sign and verify throughput of ferrohsm through its PKCS#11 entry points, on a
-//! temporary in-memory token (or, with `--remote`, a token of a `ferrohsm-server`), printed the way `openssl speed rsa` prints it (the EC table
-//! after it is `speed_ec`'s). With `--kernel`,
-//! per kernel family (the module is loaded once per family with `FERROHSM_KERNEL` set); which
-//! families exist, which this CPU runs and which one served come from the module's vendor
-//! statistics, never from a copy of the module's choice.
+//! temporary in-memory token (or, with `--remote`, a token of a `ferrohsm-server`), printed
+//! the way `openssl speed rsa` prints it (the EC table after it is `speed_ec`'s). With
+//! `--kernel`, per kernel family (the module is loaded once per family with `FERROHSM_KERNEL`
+//! set); which families exist, which this CPU runs and which one served come from the module's
+//! vendor statistics, never from a copy of the module's choice.
 
 use clap::Args;
 use cryptoki::mechanism::Mechanism;

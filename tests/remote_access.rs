@@ -231,13 +231,14 @@ fn a_client_without_a_certificate_is_refused_at_the_handshake() {
 }
 
 #[test]
-fn a_dropped_connection_takes_its_sessions_and_the_next_call_reconnects() {
+fn a_dropped_connection_is_reopened_with_its_sessions_login_and_operation() {
     let mut w = World::new();
     w.client("signer");
     let p = load();
     let alpha = slot_of(&p, "alpha").unwrap();
     let s = user_session(&p, alpha);
-    let (_public, private) = rsa_keypair(&s, 2048, b"drop", true);
+    let (public, private) = rsa_keypair(&s, 2048, b"drop", true);
+    let key = rsa_public(&s, public);
     s.sign(&Mechanism::Sha256RsaPkcs, private, b"before").unwrap();
 
     // The server goes away; the call in the session fails, the application goes on.
@@ -249,16 +250,48 @@ fn a_dropped_connection_takes_its_sessions_and_the_next_call_reconnects() {
             .unwrap_err()),
         RvError::DeviceError
     );
-    // Back on the same address: the old session is gone with its connection, a new one works.
+    // Back on the same address: the session is opened again, logged in with the PIN the
+    // application gave, and signs under the same handles.
     w.server = Server::start(w.env.dir.path(), &addr);
+    let signature = s.sign(&Mechanism::Sha256RsaPkcs, private, b"after").unwrap();
+    let digest = sha256(b"after");
+    key.verify(rsa::Pkcs1v15Sign::new::<Sha256>(), &digest, &signature)
+        .expect("the resumed session's signature verifies");
+    // A signature initialised before the drop is initialised again on the new connection,
+    // and the application's C_Sign that follows it signs.
+    let raw = Raw::load();
+    let h = raw.open_session(alpha.id());
+    let mut mech = raw_mech::<()>(cryptoki_sys::CKM_SHA256_RSA_PKCS, None);
+    // SAFETY: a live mechanism; the key handle is the application's.
     assert_eq!(
-        rv(s.sign(&Mechanism::Sha256RsaPkcs, private, b"after").unwrap_err()),
-        RvError::SessionHandleInvalid
+        unsafe { (raw.f.C_SignInit.unwrap())(h, &mut mech, private.handle()) },
+        0
     );
-    std::mem::forget(s); // its C_CloseSession would only be refused the same way
-    let s = user_session(&p, alpha);
-    let private = find_one(&s, ObjectClass::PRIVATE_KEY, b"drop");
-    s.sign(&Mechanism::Sha256RsaPkcs, private, b"after").unwrap();
+    let _ = w.server.child.kill();
+    let _ = w.server.child.wait();
+    w.server = Server::start(w.env.dir.path(), &addr);
+    let data = b"initialised before";
+    let mut out = vec![0u8; 256];
+    let mut len = out.len() as cryptoki_sys::CK_ULONG;
+    // SAFETY: live buffers of the lengths given.
+    let rv = unsafe {
+        (raw.f.C_Sign.unwrap())(
+            h,
+            data.as_ptr() as *mut u8,
+            data.len() as _,
+            out.as_mut_ptr(),
+            &mut len,
+        )
+    };
+    assert_eq!(rv, 0);
+    key.verify(
+        rsa::Pkcs1v15Sign::new::<Sha256>(),
+        &sha256(data),
+        &out[..len as usize],
+    )
+    .expect("the signature of the operation made again verifies");
+    // SAFETY: the session handle is ours.
+    assert_eq!(unsafe { (raw.f.C_CloseSession.unwrap())(h) }, 0);
     // And the server closes a connection's sessions when the client goes.
     drop(s);
     p.finalize().unwrap();

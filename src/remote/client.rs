@@ -17,12 +17,21 @@
 //! call (the connection's task woken with the request, the caller with the answer): measured
 //! level with it on the 2-core Zen 4 of docs/performance.md ("Fewer hand-offs").
 //!
-//! Session handles are the client's own, each mapped to a server, the connection it was
-//! opened on and the server's handle. A session belongs to its connection on the server (the
-//! server closes it when the connection drops), so a handle whose connection is gone answers
-//! `CKR_SESSION_HANDLE_INVALID` instead of reaching a new session of the same number. The same
-//! map is where failover to another server will hang: a handle can be pointed to a session
-//! opened again elsewhere without the application seeing a new number.
+//! Session handles are the client's own, each mapped to the connection it was opened on and
+//! the server's handle. A session belongs to its connection on the server (the server closes
+//! it when the connection drops), so when a connection is lost the client opens each session
+//! again on the next connection, at its next call (`Client::resume`): on the next server of
+//! `remote.servers` when the lost one does not answer, the handle unchanged. What the
+//! application had set up on it is set up again: the login (the PIN the application gave,
+//! kept for that, zeroized when the application logs out or closes the token's last session)
+//! and a single-part signature or verification operation that was initialised and not ended
+//! (its mechanism and key: token objects' handles are their store ids, the same on every
+//! server of one store). A call that was on the wire when the connection went is made again
+//! there when making it twice cannot change anything (reads, and such a signature or
+//! verification); any other answers `CKR_DEVICE_ERROR`, since the lost server may have done
+//! it. Lost with the connection, as a restarted token loses them: session objects, a search,
+//! and multi-part or encryption operations in progress (the next call of one answers
+//! `CKR_OPERATION_NOT_INITIALIZED`).
 
 use super::proto::{self, Reply, Request};
 use crate::config::RemoteConfig;
@@ -35,21 +44,54 @@ use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use rustls::pki_types::ServerName;
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
+use zeroize::Zeroizing;
 
 /// A session as the client knows it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct RemoteSession {
     /// The connection it was opened on (`Conn::id`).
     conn: u64,
     /// The server's handle.
     handle: u64,
+    /// What it was opened with, to open it again on another connection.
+    slot: u64,
+    flags: u64,
     /// The session's signature operation as far as the client can answer for it.
     sign: Option<Signing>,
+    /// The single-part operations initialised and not ended, made again on another
+    /// connection (`Replay`).
+    replay: Replay,
 }
+
+/// An operation's `*Init` as the application made it: its mechanism and key.
+pub(super) type Init = (proto::Mechanism, u64);
+
+/// The operations a resumed session gets back: a signature or verification initialised and
+/// fed nothing yet. Set when the server accepted the `*Init`, dropped at every call that may
+/// end the operation or feeds it a part, so that an operation the application ended is never
+/// made again.
+#[derive(Clone, Default)]
+pub(super) struct Replay {
+    pub sign: Option<Init>,
+    pub verify: Option<Init>,
+}
+
+/// The application's login to a token, made again on each new connection.
+struct Login {
+    user: u64,
+    pin: Zeroizing<Vec<u8>>,
+    /// The connection where it holds.
+    conn: u64,
+}
+
+/// A call that did not reach an answer because the connection went: the lost server may or
+/// may not have made it.
+struct Lost;
 
 /// A signature operation running on the server whose length query the client answers itself
 /// (saving the round trip of the application's `C_Sign(NULL)`), as the token would: the
@@ -82,6 +124,13 @@ pub struct Client {
     next_conn: AtomicU64,
     sessions: DashMap<CK_SESSION_HANDLE, RemoteSession>,
     next_session: AtomicU64,
+    /// The server tried first for the next connection: the one after a lost one.
+    first_server: AtomicUsize,
+    /// Per slot, the login the application made.
+    logins: Mutex<HashMap<u64, Login>>,
+    /// Held while a session is opened again on a new connection, so that each is resumed
+    /// and each token logged in once.
+    resuming: Mutex<()>,
 }
 
 fn config_error(why: String) -> Error {
@@ -144,6 +193,9 @@ impl Client {
             next_conn: AtomicU64::new(1),
             sessions: DashMap::new(),
             next_session: AtomicU64::new(1),
+            first_server: AtomicUsize::new(0),
+            logins: Mutex::new(HashMap::new()),
+            resuming: Mutex::new(()),
         })
     }
 
@@ -171,21 +223,23 @@ impl Client {
         })
     }
 
-    /// The live connection, made if there is none (the servers tried in order).
+    /// The live connection, made if there is none: the servers tried in order, from the one
+    /// after the server last lost.
     fn connection(&self) -> Result<Conn> {
         let mut slot = self.conn.lock();
         if let Some(c) = slot.as_ref() {
             if !c.sender.is_closed() {
                 return Ok(c.clone());
             }
-            log::warn!(
-                "remote: the connection to {} was lost; its sessions are gone",
-                self.servers[c.server].0
-            );
+            log::warn!("remote: the connection to {} was lost", self.servers[c.server].0);
+            self.first_server
+                .store((c.server + 1) % self.servers.len(), Ordering::Relaxed);
         }
         *slot = None;
         let mut last = String::new();
-        for (i, (addr, name)) in self.servers.iter().enumerate() {
+        let first = self.first_server.load(Ordering::Relaxed);
+        for i in (0..self.servers.len()).map(|k| (first + k) % self.servers.len()) {
+            let (addr, name) = &self.servers[i];
             let attempt = connect(addr.clone(), name.clone(), self.tls.clone());
             let timeout = self.timeout;
             match self.run(async move { tokio::time::timeout(timeout, attempt).await })? {
@@ -202,6 +256,7 @@ impl Client {
                 Ok(Err(e)) => last = format!("{addr}: {e}"),
                 Err(_) => last = format!("{addr}: no answer within {:?}", self.timeout),
             }
+            log::warn!("remote: cannot reach {last}");
         }
         log::error!(
             "remote: no server reached (last: {last}); check remote.servers, that ferrohsm-server runs, and the certificates"
@@ -209,15 +264,46 @@ impl Client {
         Err(Error(CKR_DEVICE_ERROR))
     }
 
-    /// One call: the request out, the answer back, the token's error as its `CK_RV`.
-    pub(super) fn call(&self, req: &Request) -> Result<Reply> {
-        self.call_on(self.connection()?, req)
+    /// Forgets `conn` after a call on it was lost, if it is still the live one: the next call
+    /// connects again, to the next server first.
+    fn lose(&self, conn: &Conn) {
+        let mut slot = self.conn.lock();
+        if slot.as_ref().is_some_and(|c| c.id == conn.id) {
+            log::warn!(
+                "remote: the connection to {} was lost",
+                self.servers[conn.server].0
+            );
+            self.first_server
+                .store((conn.server + 1) % self.servers.len(), Ordering::Relaxed);
+            *slot = None;
+        }
     }
 
-    fn call_on(&self, conn: Conn, req: &Request) -> Result<Reply> {
-        let body = proto::encode(req)?;
+    /// One call without a session: the request out, the answer back, the token's error as its
+    /// `CK_RV`. A read lost with its connection is asked again on the next one.
+    pub(super) fn call(&self, req: &Request) -> Result<Reply> {
+        let conn = self.connection()?;
+        match self.call_on(&conn, req) {
+            Ok(answer) => answer,
+            Err(Lost) => {
+                self.lose(&conn);
+                if !again(req) {
+                    return Err(Error(CKR_DEVICE_ERROR));
+                }
+                let conn = self.connection()?;
+                self.call_on(&conn, req).unwrap_or(Err(Error(CKR_DEVICE_ERROR)))
+            }
+        }
+    }
+
+    /// One exchange on `conn`; `Err(Lost)` when the connection failed under it (logged).
+    fn call_on(&self, conn: &Conn, req: &Request) -> std::result::Result<Result<Reply>, Lost> {
+        let body = match proto::encode(req) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
         let uri = format!("https://{}{}", self.servers[conn.server].0, proto::PATH);
-        let mut sender = conn.sender;
+        let mut sender = conn.sender.clone();
         let exchange = async move {
             sender.ready().await?;
             let request = hyper::Request::post(uri)
@@ -233,96 +319,251 @@ impl Client {
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, bytes))
         };
         let timeout = self.timeout;
-        let answer = self.run(async move { tokio::time::timeout(timeout, exchange).await })?;
+        let answer = match self.run(async move { tokio::time::timeout(timeout, exchange).await }) {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let server = &self.servers[conn.server].0;
         let (status, bytes) = match answer {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
-                log::error!("remote: call to {} failed: {e}", self.servers[conn.server].0);
-                return Err(Error(CKR_DEVICE_ERROR));
+                log::warn!("remote: {} to {server} failed: {e}", req.name());
+                return Err(Lost);
             }
             Err(_) => {
+                // Not made again: the server may still be making it.
                 log::error!(
-                    "remote: {} did not answer within {:?} (remote.timeout_ms)",
-                    self.servers[conn.server].0,
+                    "remote: {server} did not answer {} within {:?} (remote.timeout_ms)",
+                    req.name(),
                     self.timeout
                 );
-                return Err(Error(CKR_DEVICE_ERROR));
+                return Ok(Err(Error(CKR_DEVICE_ERROR)));
             }
         };
-        if status == hyper::StatusCode::TOO_MANY_REQUESTS {
-            // Over a limit of this client's (the server's [[client]] entry): the call can be
-            // made again later, and the server said why.
-            log::warn!(
-                "remote: {} refused the call: {}",
-                self.servers[conn.server].0,
-                String::from_utf8_lossy(&bytes)
-            );
-            return Err(Error(CKR_FUNCTION_FAILED));
+        Ok(answer_of(server, status, &bytes))
+    }
+
+    /// The server's handle of session `h`, and the connection it lives on: opened again
+    /// there if it was opened on a connection since lost.
+    pub(super) fn session(&self, h: CK_SESSION_HANDLE) -> Result<(Conn, u64)> {
+        let (on, handle) = self
+            .sessions
+            .get(&h)
+            .map(|s| (s.conn, s.handle))
+            .ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
+        let conn = self.connection()?;
+        if conn.id == on {
+            return Ok((conn, handle));
         }
-        if !status.is_success() {
-            log::error!("remote: {} answered HTTP {status}", self.servers[conn.server].0);
-            return Err(Error(CKR_DEVICE_ERROR));
+        self.resume(h, conn)
+    }
+
+    /// Opens session `h` again on `conn`, logs its token in if the application had, and
+    /// initialises again the operations it had running (`Replay`).
+    fn resume(&self, h: CK_SESSION_HANDLE, conn: Conn) -> Result<(Conn, u64)> {
+        let _one = self.resuming.lock();
+        let s = self
+            .sessions
+            .get(&h)
+            .map(|s| s.clone())
+            .ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
+        if s.conn == conn.id {
+            return Ok((conn, s.handle)); // another thread did it meanwhile
         }
-        match proto::decode::<proto::Response>(&bytes) {
-            Ok(Ok(Reply::Version(v))) => {
+        let server = &self.servers[conn.server].0;
+        let lost = || Error(CKR_DEVICE_ERROR);
+        let open = Request::OpenSession {
+            slot: s.slot,
+            flags: s.flags,
+        };
+        let handle = match self.call_on(&conn, &open).map_err(|Lost| lost())?? {
+            Reply::Handle(handle) => handle,
+            _ => return Err(unexpected()),
+        };
+        self.log_in_again(&conn, s.slot, handle)?;
+        let mut replay = s.replay.clone();
+        let mut sign = s.sign;
+        if let Some((mechanism, key)) = &replay.sign {
+            let init = Request::SignInit {
+                session: handle,
+                mechanism: mechanism.clone(),
+                key: *key,
+            };
+            if let Err(e) = self.call_on(&conn, &init).map_err(|Lost| lost())? {
                 log::error!(
-                    "remote: the server speaks protocol version {v}, this module {}; upgrade the older one",
-                    proto::VERSION
+                    "remote: session {h}'s signature operation could not be made again on {server}: {e}"
                 );
-                Err(Error(CKR_DEVICE_ERROR))
+                replay.sign = None;
+                sign = None;
             }
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(rv)) => Err(Error(rv)),
-            Err(_) => {
+        }
+        if let Some((mechanism, key)) = &replay.verify {
+            let init = Request::VerifyInit {
+                session: handle,
+                mechanism: mechanism.clone(),
+                key: *key,
+            };
+            if let Err(e) = self.call_on(&conn, &init).map_err(|Lost| lost())? {
+                log::error!("remote: session {h}'s verification could not be made again on {server}: {e}");
+                replay.verify = None;
+            }
+        }
+        if let Some(mut e) = self.sessions.get_mut(&h) {
+            *e = RemoteSession {
+                conn: conn.id,
+                handle,
+                replay,
+                sign,
+                ..s
+            };
+        }
+        log::info!("remote: session {h} resumed on {server}");
+        Ok((conn, handle))
+    }
+
+    /// Logs the token of `slot` in on `conn` through its session `handle`, if the
+    /// application is logged in to it and it is not yet on that connection.
+    fn log_in_again(&self, conn: &Conn, slot: u64, handle: u64) -> Result<()> {
+        let mut logins = self.logins.lock();
+        let Some(login) = logins.get_mut(&slot).filter(|l| l.conn != conn.id) else {
+            return Ok(());
+        };
+        let req = Request::Login {
+            session: handle,
+            user: login.user,
+            pin: proto::Secret(login.pin.to_vec()),
+        };
+        match self.call_on(conn, &req).map_err(|Lost| Error(CKR_DEVICE_ERROR))? {
+            Ok(_) | Err(Error(CKR_USER_ALREADY_LOGGED_IN)) => {
+                login.conn = conn.id;
+                Ok(())
+            }
+            Err(e) => {
                 log::error!(
-                    "remote: an answer from {} could not be read",
+                    "remote: the token in slot {slot} refused the application's login on {}: {e} (was the PIN changed meanwhile?)",
                     self.servers[conn.server].0
                 );
-                Err(Error(CKR_DEVICE_ERROR))
+                Err(e)
             }
         }
     }
 
-    /// The server's handle of session `h`, and the connection it lives on.
-    pub(super) fn session(&self, h: CK_SESSION_HANDLE) -> Result<(Conn, u64)> {
-        let s = *self.sessions.get(&h).ok_or(Error(CKR_SESSION_HANDLE_INVALID))?;
-        let conn = self.connection()?;
-        if conn.id != s.conn {
-            // Its connection dropped, and the server closed it with it.
-            self.sessions.remove(&h);
-            return Err(Error(CKR_SESSION_HANDLE_INVALID));
-        }
-        Ok((conn, s.handle))
-    }
-
-    /// A call on session `h`: `make` builds the request from the server's handle.
+    /// A call on session `h`: `make` builds the request from the server's handle. A call lost
+    /// with its connection is made again on the next one when that cannot change anything
+    /// (`again`, or a signature or verification that `Replay` sets up again).
     pub(super) fn on_session(
         &self,
         h: CK_SESSION_HANDLE,
         make: impl FnOnce(u64) -> Request,
     ) -> Result<Reply> {
         let (conn, handle) = self.session(h)?;
-        self.call_on(conn, &make(handle))
+        let mut req = make(handle);
+        let replayed = self.sessions.get(&h).is_some_and(|s| match req {
+            Request::Sign { .. } => s.replay.sign.is_some(),
+            Request::Verify { .. } => s.replay.verify.is_some(),
+            _ => false,
+        });
+        match self.call_on(&conn, &req) {
+            Ok(answer) => answer,
+            Err(Lost) => {
+                self.lose(&conn);
+                if !(replayed || again(&req)) {
+                    return Err(Error(CKR_DEVICE_ERROR));
+                }
+                let (conn, handle) = self.session(h)?;
+                if let Some(s) = req.session_mut() {
+                    *s = handle;
+                }
+                self.call_on(&conn, &req).unwrap_or(Err(Error(CKR_DEVICE_ERROR)))
+            }
+        }
     }
 
-    /// Opens a session on the server and gives it a handle of the client's.
-    pub(super) fn add_session(&self, req: &Request) -> Result<CK_SESSION_HANDLE> {
-        let conn = self.connection()?;
-        let id = conn.id;
-        match self.call_on(conn, req)? {
-            Reply::Handle(handle) => {
-                let h = self.next_session.fetch_add(1, Ordering::Relaxed);
-                self.sessions.insert(
-                    h,
-                    RemoteSession {
-                        conn: id,
-                        handle,
-                        sign: None,
-                    },
-                );
-                Ok(h)
+    /// Opens a session on the server and gives it a handle of the client's, logged in when
+    /// the application is logged in to the token.
+    pub(super) fn add_session(&self, slot: u64, flags: u64) -> Result<CK_SESSION_HANDLE> {
+        let req = Request::OpenSession { slot, flags };
+        let mut conn = self.connection()?;
+        let mut answer = self.call_on(&conn, &req);
+        if answer.is_err() {
+            self.lose(&conn);
+            conn = self.connection()?;
+            answer = self.call_on(&conn, &req);
+        }
+        let handle = match answer.unwrap_or(Err(Error(CKR_DEVICE_ERROR)))? {
+            Reply::Handle(handle) => handle,
+            _ => return Err(unexpected()),
+        };
+        {
+            let _one = self.resuming.lock();
+            if let Err(e) = self.log_in_again(&conn, slot, handle) {
+                let _ = self.call_on(&conn, &Request::CloseSession { session: handle });
+                return Err(e);
             }
-            _ => Err(unexpected()),
+        }
+        let h = self.next_session.fetch_add(1, Ordering::Relaxed);
+        self.sessions.insert(
+            h,
+            RemoteSession {
+                conn: conn.id,
+                handle,
+                slot,
+                flags,
+                sign: None,
+                replay: Replay::default(),
+            },
+        );
+        Ok(h)
+    }
+
+    /// Whether session `h` lives on the live connection (without connecting).
+    pub(super) fn is_live(&self, h: CK_SESSION_HANDLE) -> bool {
+        let on = self.sessions.get(&h).map(|s| s.conn);
+        let conn = self.conn.lock();
+        matches!((on, conn.as_ref()), (Some(on), Some(c)) if c.id == on && !c.sender.is_closed())
+    }
+
+    /// The slot session `h` was opened on.
+    pub(super) fn slot_of(&self, h: CK_SESSION_HANDLE) -> Option<u64> {
+        self.sessions.get(&h).map(|s| s.slot)
+    }
+
+    /// Remembers the application's login to `slot` (made through session `h`) to make it again
+    /// on a new connection.
+    // CK_USER_TYPE is u64 here, u32 on other ABIs; the wire's is u64.
+    #[allow(clippy::unnecessary_cast)]
+    pub(super) fn logged_in(&self, h: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: &[u8]) {
+        if user == CKU_CONTEXT_SPECIFIC {
+            return;
+        }
+        if let Some((slot, conn)) = self.sessions.get(&h).map(|s| (s.slot, s.conn)) {
+            self.logins.lock().insert(
+                slot,
+                Login {
+                    user: user as u64,
+                    pin: Zeroizing::new(pin.to_vec()),
+                    conn,
+                },
+            );
+        }
+    }
+
+    /// Forgets the login to `slot` (a logout, or its last session closed).
+    pub(super) fn logged_out(&self, slot: u64) {
+        self.logins.lock().remove(&slot);
+    }
+
+    /// The PIN of the login to `slot` changed to `pin` (`C_SetPIN` by the logged-in user).
+    pub(super) fn pin_changed(&self, slot: u64, pin: &[u8]) {
+        if let Some(l) = self.logins.lock().get_mut(&slot) {
+            l.pin = Zeroizing::new(pin.to_vec());
+        }
+    }
+
+    /// Changes what session `h` replays (`Replay`).
+    pub(super) fn set_replay(&self, h: CK_SESSION_HANDLE, change: impl FnOnce(&mut Replay)) {
+        if let Some(mut s) = self.sessions.get_mut(&h) {
+            change(&mut s.replay);
         }
     }
 
@@ -341,11 +582,20 @@ impl Client {
     /// Forgets every session's signature operation (`C_Logout` ends those of the token's
     /// sessions on the connection; all are forgotten, the cost only a round trip each).
     pub(super) fn forget_signing(&self) {
-        self.sessions.iter_mut().for_each(|mut s| s.sign = None);
+        self.sessions.iter_mut().for_each(|mut s| {
+            s.sign = None;
+            s.replay = Replay::default();
+        });
     }
 
+    /// Forgets session `h`; with the token's last session the login goes too, as the token's
+    /// does.
     pub(super) fn forget_session(&self, h: CK_SESSION_HANDLE) {
-        self.sessions.remove(&h);
+        if let Some((_, s)) = self.sessions.remove(&h) {
+            if !self.sessions.iter().any(|o| o.slot == s.slot) {
+                self.logged_out(s.slot);
+            }
+        }
     }
 
     /// The client's handles of its open sessions.
@@ -387,6 +637,66 @@ impl Drop for Client {
 pub(super) fn unexpected() -> Error {
     log::error!("remote: the server answered a call with a reply of another kind");
     Error(CKR_DEVICE_ERROR)
+}
+
+/// The answer in an HTTP response from `server`.
+fn answer_of(server: &str, status: hyper::StatusCode, bytes: &[u8]) -> Result<Reply> {
+    if status == hyper::StatusCode::TOO_MANY_REQUESTS {
+        // Over a limit of this client's (the server's [[client]] entry): the call can be
+        // made again later, and the server said why.
+        log::warn!(
+            "remote: {server} refused the call: {}",
+            String::from_utf8_lossy(bytes)
+        );
+        return Err(Error(CKR_FUNCTION_FAILED));
+    }
+    if !status.is_success() {
+        log::error!("remote: {server} answered HTTP {status}");
+        return Err(Error(CKR_DEVICE_ERROR));
+    }
+    match proto::decode::<proto::Response>(bytes) {
+        Ok(Ok(Reply::Version(v))) => {
+            log::error!(
+                "remote: the server speaks protocol version {v}, this module {}; upgrade the older one",
+                proto::VERSION
+            );
+            Err(Error(CKR_DEVICE_ERROR))
+        }
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(rv)) => Err(Error(rv)),
+        Err(_) => {
+            log::error!("remote: an answer from {server} could not be read");
+            Err(Error(CKR_DEVICE_ERROR))
+        }
+    }
+}
+
+/// Whether a call lost with its connection may be made again on the next: it changes
+/// nothing on the token, or what it changes was lost with the connection (a session, a
+/// login, a search or an operation being set up).
+fn again(req: &Request) -> bool {
+    use Request::*;
+    matches!(
+        req,
+        SlotList { .. }
+            | CheckSlot { .. }
+            | TokenInfo { .. }
+            | MechanismList { .. }
+            | MechanismInfo { .. }
+            | CheckSession { .. }
+            | SessionInfo { .. }
+            | HasCryptoOperation { .. }
+            | Login { .. }
+            | ObjectSize { .. }
+            | GetAttributes { .. }
+            | FindInit { .. }
+            | SignInit { .. }
+            | VerifyInit { .. }
+            | EncryptInit { .. }
+            | DecryptInit { .. }
+            | DigestInit { .. }
+            | GenerateRandom { .. }
+    )
 }
 
 fn host_of(addr: &str) -> &str {

@@ -146,13 +146,16 @@ impl Client {
     }
 
     pub fn open_session(&self, slot: CK_SLOT_ID, flags: CK_FLAGS) -> Result<CK_SESSION_HANDLE> {
-        self.add_session(&Request::OpenSession {
-            slot: slot as u64,
-            flags: flags as u64,
-        })
+        self.add_session(slot as u64, flags as u64)
     }
 
     pub fn close_session(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        // A session whose connection was lost is closed with it: forgotten, not opened again
+        // only to be closed.
+        if !self.is_live(h) && self.slot_of(h).is_some() {
+            self.forget_session(h);
+            return Ok(());
+        }
         let r = self.on_session(h, |session| Request::CloseSession { session });
         self.forget_session(h);
         done(r?)
@@ -167,6 +170,7 @@ impl Client {
             .collect();
         done(self.call(&Request::CloseAllSessions { slot: slot as u64 })?)?;
         mine.into_iter().for_each(|h| self.forget_session(h));
+        self.logged_out(slot as u64);
         Ok(())
     }
 
@@ -195,12 +199,17 @@ impl Client {
             session,
             user: user as u64,
             pin: Secret(pin.to_vec()),
-        })?)
+        })?)?;
+        self.logged_in(h, user, pin);
+        Ok(())
     }
 
     pub fn logout(&self, h: CK_SESSION_HANDLE) -> Result<()> {
         // The token ends its sessions' signature operations at a logout.
         self.forget_signing();
+        if let Some(slot) = self.slot_of(h) {
+            self.logged_out(slot);
+        }
         done(self.on_session(h, |session| Request::Logout { session })?)
     }
 
@@ -216,13 +225,25 @@ impl Client {
             session,
             old: Secret(old.to_vec()),
             new: Secret(new.to_vec()),
-        })?)
+        })?)?;
+        if let Some(slot) = self.slot_of(h) {
+            self.pin_changed(slot, new);
+        }
+        Ok(())
     }
 
     pub fn cancel(&self, h: CK_SESSION_HANDLE, flags: CK_FLAGS) -> Result<()> {
         if flags & CKF_SIGN != 0 {
             self.set_signing(h, None);
         }
+        self.set_replay(h, |r| {
+            if flags & CKF_SIGN != 0 {
+                r.sign = None;
+            }
+            if flags & CKF_VERIFY != 0 {
+                r.verify = None;
+            }
+        });
         done(self.on_session(h, |session| Request::Cancel {
             session,
             flags: flags as u64,
@@ -417,12 +438,14 @@ impl Client {
         let mechanism = mech(m)?;
         // An error leaves what the client knows as it was: a refused SignInit leaves the
         // running operation (CKR_OPERATION_ACTIVE) or none.
+        let replay = (mechanism.clone(), key as u64);
         match self.on_session(h, |session| Request::SignInit {
             session,
             mechanism,
             key: key as u64,
         })? {
             Reply::SignInit { signature_len } => {
+                self.set_replay(h, |r| r.sign = Some(replay));
                 let sign = signature_len.map(|n| Signing {
                     len: usize::try_from(n).unwrap_or(usize::MAX),
                     parts: false,
@@ -457,15 +480,21 @@ impl Client {
             data,
             capacity: capacity(cap),
         });
-        // A length keeps the operation; a signature or an error ends it on the server.
+        // A length keeps the operation; a signature or an error ends it on the server (a
+        // buffer too small keeps it, which the client does not count on: the server is asked).
         if !matches!(answer, Ok(Reply::Length(_))) {
             self.set_signing(h, None);
+        }
+        if !matches!(answer, Ok(Reply::Length(_)) | Err(Error(CKR_BUFFER_TOO_SMALL))) {
+            self.set_replay(h, |r| r.sign = None);
         }
         output(answer?)
     }
 
     pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         let data = self.data(h, CKF_SIGN, data)?.to_vec();
+        // Fed a part, the operation cannot be made again elsewhere.
+        self.set_replay(h, |r| r.sign = None);
         let answer = self.on_session(h, |session| Request::SignUpdate { session, data });
         match (answer.is_ok(), self.signing(h)) {
             (true, Some(sign)) => self.set_signing(h, Some(Signing { parts: true, ..sign })),
@@ -482,11 +511,14 @@ impl Client {
         key: CK_OBJECT_HANDLE,
     ) -> Result<()> {
         let mechanism = mech(m)?;
+        let replay = (mechanism.clone(), key as u64);
         done(self.on_session(h, |session| Request::VerifyInit {
             session,
             mechanism,
             key: key as u64,
-        })?)
+        })?)?;
+        self.set_replay(h, |r| r.verify = Some(replay));
+        Ok(())
     }
 
     pub fn verify(
@@ -500,15 +532,19 @@ impl Client {
             .transpose()?
             .map(<[u8]>::to_vec);
         let signature = self.arg(h, CKF_VERIFY, signature)?.to_vec();
-        done(self.on_session(h, |session| Request::Verify {
+        let answer = self.on_session(h, |session| Request::Verify {
             session,
             data,
             signature,
-        })?)
+        });
+        // Every answer ends it.
+        self.set_replay(h, |r| r.verify = None);
+        done(answer?)
     }
 
     pub fn verify_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         let data = self.data(h, CKF_VERIFY, data)?.to_vec();
+        self.set_replay(h, |r| r.verify = None);
         done(self.on_session(h, |session| Request::VerifyUpdate { session, data })?)
     }
 

@@ -470,6 +470,61 @@ impl Request {
         }
     }
 
+    /// The server's session handle the request names, if any: rewritten when a call lost
+    /// with its connection is made again on a session opened again (`remote::client`).
+    pub fn session_mut(&mut self) -> Option<&mut u64> {
+        use Request::*;
+        match self {
+            SlotList { .. }
+            | CheckSlot { .. }
+            | TokenInfo { .. }
+            | MechanismList { .. }
+            | MechanismInfo { .. }
+            | OpenSession { .. }
+            | CloseAllSessions { .. }
+            | InitToken { .. } => None,
+            CloseSession { session }
+            | CheckSession { session }
+            | SessionInfo { session }
+            | HasCryptoOperation { session }
+            | Login { session, .. }
+            | Logout { session }
+            | InitPin { session, .. }
+            | SetPin { session, .. }
+            | Cancel { session, .. }
+            | CreateObject { session, .. }
+            | CopyObject { session, .. }
+            | DestroyObject { session, .. }
+            | ObjectSize { session, .. }
+            | GetAttributes { session, .. }
+            | SetAttributes { session, .. }
+            | FindInit { session, .. }
+            | FindNext { session, .. }
+            | FindFinal { session }
+            | GenerateKey { session, .. }
+            | GenerateKeyPair { session, .. }
+            | WrapKey { session, .. }
+            | UnwrapKey { session, .. }
+            | DeriveKey { session, .. }
+            | SignInit { session, .. }
+            | Sign { session, .. }
+            | SignUpdate { session, .. }
+            | VerifyInit { session, .. }
+            | Verify { session, .. }
+            | VerifyUpdate { session, .. }
+            | EncryptInit { session, .. }
+            | DecryptInit { session, .. }
+            | Crypt { session, .. }
+            | CryptUpdate { session, .. }
+            | CryptFinal { session, .. }
+            | DigestInit { session, .. }
+            | Digest { session, .. }
+            | DigestUpdate { session, .. }
+            | DigestKey { session, .. }
+            | GenerateRandom { session, .. } => Some(session),
+        }
+    }
+
     /// The key object the request uses, if any: the signing, verifying, encrypting or
     /// decrypting key at an Init, the wrapping key of a wrap, the unwrapping or base key.
     pub fn key(&self) -> Option<u64> {

@@ -56,7 +56,7 @@ fn leaf(
 /// The PKI of a test: a CA, the server's certificate for 127.0.0.1, clients `signer` (alpha,
 /// SO allowed), `noso` (alpha, no SO), `stranger` (signed by the CA, in no [[client]]),
 /// `expired`, and `intruder` (signed by another CA).
-fn make_pki(dir: &Path) {
+pub fn make_pki(dir: &Path) {
     let ca = make_ca("ferrohsm test CA");
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
     leaf(dir, "server", &["127.0.0.1", "localhost"], &ca, false, false);

@@ -50,6 +50,10 @@ pub struct Connection {
     /// the calling thread without waiting (`dispatch::quick_sign`): their `C_Sign` is answered
     /// on the connection's task.
     pub quick_signs: Mutex<HashSet<u64>>,
+    /// The store is a database across the network (PostgreSQL): any call may wait on it, and
+    /// its client blocks on a runtime of its own, which tokio refuses inside a task; so every
+    /// call runs on the blocking pool.
+    pub store_waits: bool,
 }
 
 /// What every connection shares: the configuration, the counters and the clients' limits.
@@ -187,6 +191,7 @@ async fn serve(
         rule,
         lib: Library::new(store, u64::from(config.module.store.cache_mib) << 20),
         quick_signs: Mutex::new(HashSet::new()),
+        store_waits: config.module.store.backend == "postgres",
     });
     metrics.connected();
     let service = hyper::service::service_fn(move |req| call(conn.clone(), req));

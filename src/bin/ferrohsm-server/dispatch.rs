@@ -149,7 +149,12 @@ fn quick_sign(ty: CK_MECHANISM_TYPE) -> bool {
 /// connection) and asks the signature's length. Its bookkeeping (`quick_signs`) only ever sends
 /// a call to the pool that could have been answered inline, never the reverse: a session is
 /// marked at a successful `SignInit` of a quick mechanism, which is then its operation.
+///
+/// On a PostgreSQL store every call waits (`Connection::store_waits`).
 pub fn waits(c: &Connection, request: &Request) -> bool {
+    if c.store_waits {
+        return true;
+    }
     match request {
         Request::SignInit { .. } | Request::SessionInfo { .. } | Request::CheckSession { .. } => false,
         Request::Sign { capacity: None, .. } => false,

@@ -240,6 +240,18 @@ fn a_dropped_connection_is_reopened_with_its_sessions_login_and_operation() {
     let (public, private) = rsa_keypair(&s, 2048, b"drop", true);
     let key = rsa_public(&s, public);
     s.sign(&Mechanism::Sha256RsaPkcs, private, b"before").unwrap();
+    let session_key = |label: &str| {
+        s.generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::Token(false),
+                Attribute::ValueLen(32.into()),
+                Attribute::Label(label.into()),
+            ],
+        )
+        .unwrap()
+    };
+    let lost = session_key("lost");
 
     // The server goes away; the call in the session fails, the application goes on.
     let addr = w.server.addr.clone();
@@ -257,6 +269,15 @@ fn a_dropped_connection_is_reopened_with_its_sessions_login_and_operation() {
     let digest = sha256(b"after");
     key.verify(rsa::Pkcs1v15Sign::new::<Sha256>(), &digest, &signature)
         .expect("the resumed session's signature verifies");
+    // Session objects went with the connection, as with a restarted token: the old handle
+    // names nothing, not even an object made since.
+    let new = session_key("new");
+    assert_ne!(new, lost);
+    assert_eq!(
+        rv(s.get_attributes(lost, &[cryptoki::object::AttributeType::Label])
+            .unwrap_err()),
+        RvError::ObjectHandleInvalid
+    );
     // A signature initialised before the drop is initialised again on the new connection,
     // and the application's C_Sign that follows it signs.
     let raw = Raw::load();

@@ -30,6 +30,11 @@ struct Fleet {
 
 impl Fleet {
     fn new() -> Fleet {
+        Fleet::with_timeout(20_000)
+    }
+
+    /// A fleet whose client waits `timeout_ms` for an answer (`remote.timeout_ms`).
+    fn with_timeout(timeout_ms: u32) -> Fleet {
         let env = TestEnv::new();
         let pg = Pg::start();
         let url = pg.database("failover");
@@ -55,7 +60,7 @@ impl Fleet {
         std::fs::write(
             &conf,
             format!(
-                "[remote]\nservers = [\"{}\", \"{}\"]\nca = \"ca.pem\"\ncert = \"signer.pem\"\nkey = \"signer.key\"\ntimeout_ms = 20000\n[log]\nlevel = \"info\"\ntarget = \"{}\"\n",
+                "[remote]\nservers = [\"{}\", \"{}\"]\nca = \"ca.pem\"\ncert = \"signer.pem\"\nkey = \"signer.key\"\ntimeout_ms = {timeout_ms}\n[log]\nlevel = \"info\"\ntarget = \"{}\"\n",
                 servers[0].addr,
                 servers[1].addr,
                 root.join("client.log").display()
@@ -272,4 +277,45 @@ fn a_signing_run_moves_to_the_other_server_when_one_is_killed_and_back_when_it_r
     drop(s);
     p.finalize().unwrap();
     drop(fleet.env);
+}
+
+/// A server that stops answering without closing its connection (stopped, as a host that
+/// hangs): the call waiting on it answers `CKR_DEVICE_ERROR` after `remote.timeout_ms`, and
+/// the client leaves it: the next call is made on the other server, the session resumed.
+#[test]
+fn a_server_that_stops_answering_is_left_after_the_timeout() {
+    let mut fleet = Fleet::with_timeout(1_000);
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    let (public, private) = rsa_keypair(&s, 2048, b"hang", true);
+    let key = rsa_public(&s, public);
+    s.sign(&Mechanism::Sha256RsaPkcs, private, b"before").unwrap();
+
+    let pid = fleet.servers[0].child.id().to_string();
+    let signal = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    let started = Instant::now();
+    let hung = s.sign(&Mechanism::Sha256RsaPkcs, private, b"hung");
+    let waited = started.elapsed();
+    let after = s.sign(&Mechanism::Sha256RsaPkcs, private, b"after");
+    signal("-CONT");
+    assert_eq!(rv(hung.unwrap_err()), cryptoki::error::RvError::DeviceError);
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    let sig = after.expect("the next call goes to the other server");
+    key.verify(rsa::Pkcs1v15Sign::new::<Sha256>(), &sha256(b"after"), &sig)
+        .unwrap();
+    assert!(fleet.signed(1) > 0, "the other server made no signature");
+    drop(s);
+    p.finalize().unwrap();
+    fleet.kill(0);
 }

@@ -331,12 +331,15 @@ impl Client {
                 return Err(Lost);
             }
             Err(_) => {
-                // Not made again: the server may still be making it.
+                // Not made again: the server may still be making it. The connection is left
+                // (a server that stops answering is as good as lost), so the next call goes to
+                // the next server.
                 log::error!(
-                    "remote: {server} did not answer {} within {:?} (remote.timeout_ms)",
+                    "remote: {server} did not answer {} within {:?} (remote.timeout_ms); leaving it",
                     req.name(),
                     self.timeout
                 );
+                self.lose(conn);
                 return Ok(Err(Error(CKR_DEVICE_ERROR)));
             }
         };

@@ -14,6 +14,19 @@ pub fn new_session_handle() -> CK_SESSION_HANDLE {
     NEXT_SESSION.fetch_add(1, Ordering::Relaxed) as CK_SESSION_HANDLE
 }
 
+/// Starts this process's session-object handles at a random point above `MAX_OBJECT_ID` (of
+/// 2^62), so that two processes are very unlikely to give out the same handle: a server does
+/// this at start, so that a session-object handle a client kept from a server it lost (its
+/// objects gone with the connection) meets no object on the server it moves to, where the
+/// same number would otherwise soon name one of the client's new objects.
+pub fn randomize_session_object_handles() {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_ok() {
+        let offset = u64::from_le_bytes(bytes) >> 2;
+        NEXT_SESSION_OBJECT.store(MAX_OBJECT_ID + offset, Ordering::Relaxed);
+    }
+}
+
 pub fn new_session_object_handle() -> CK_OBJECT_HANDLE {
     NEXT_SESSION_OBJECT.fetch_add(1, Ordering::Relaxed) as CK_OBJECT_HANDLE
 }

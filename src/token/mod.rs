@@ -3,7 +3,7 @@
 
 pub use crate::attributes;
 mod crypto;
-mod handles;
+pub mod handles;
 mod info;
 mod init;
 mod library;

@@ -65,6 +65,8 @@ struct Shared {
 
 pub fn run(config: Server) -> Result<(), String> {
     ferrohsm::logging::init(Some(&config.module.log));
+    // A client that moves here from another server keeps no handle that names an object here.
+    ferrohsm::token::handles::randomize_session_object_handles();
     ferrohsm::engine::configure(
         config.module.engine.kernel.as_deref(),
         config.module.engine.force_portable,

@@ -662,27 +662,32 @@ fn the_length_query_is_answered_with_the_tokens_length_and_the_signature_follows
     }
 }
 
-/// The round trip saved, counted on the server: its debug log names each request of a
-/// signature. Without the client's own answer to the length query, the server would log one
-/// "Sign (length query)" per signature.
+/// The round trips saved, counted on the server: its debug log names each request of a
+/// signature. The client answers the length query itself, and from the second signature
+/// with a key it holds `C_SignInit` back and sends it with the `C_Sign` that follows: the
+/// first signature takes two round trips, the next ones one.
 #[test]
-fn a_signature_takes_two_round_trips_the_length_query_none() {
+fn a_signature_takes_one_round_trip_after_the_first_and_the_length_query_none() {
     let w = World::logging("debug");
     w.client("signer");
     let p = load();
     let alpha = slot_of(&p, "alpha").unwrap();
     let s = user_session(&p, alpha);
     let (public, private) = p256_keypair(&s, b"trips");
-    let data = b"counted".to_vec();
+    let verifier = p256_verifier(&s, public);
     const N: usize = 5;
-    for _ in 0..N {
+    for i in 0..N {
         // cryptoki's sign: C_SignInit, C_Sign(NULL) for the length, C_Sign.
-        let sig = s.sign(&Mechanism::EcdsaSha256, private, &data).unwrap();
-        s.verify(&Mechanism::EcdsaSha256, public, &data, &sig).unwrap();
+        let data = format!("counted {i}");
+        let sig = s.sign(&Mechanism::EcdsaSha256, private, data.as_bytes()).unwrap();
+        let sig = p256::ecdsa::Signature::from_slice(&sig).unwrap();
+        verifier
+            .verify_prehash(&sha256(data.as_bytes()), &sig)
+            .expect("the signature verifies");
     }
     // A length query the client does not answer (a digest's), last: the log holds the lines
     // before it once it holds this one, and it shows the counting sees length queries.
-    s.digest(&Mechanism::Sha256, &data).unwrap();
+    s.digest(&Mechanism::Sha256, b"last").unwrap();
     assert!(
         w.server.logged("request Digest (length query)"),
         "{}",
@@ -690,9 +695,117 @@ fn a_signature_takes_two_round_trips_the_length_query_none() {
     );
     let log = w.server.log();
     let count = |what: &str| log.lines().filter(|l| l.ends_with(what)).count();
-    assert_eq!(count("request SignInit"), N, "{log}");
-    assert_eq!(count("request Sign"), N, "{log}");
+    assert_eq!(count("request SignInit"), 1, "{log}");
+    assert_eq!(count("request Sign"), 1, "{log}");
+    assert_eq!(count("request SignInitAndSign"), N - 1, "{log}");
     assert_eq!(count("request Sign (length query)"), 0, "{log}");
+}
+
+/// A `C_SignInit` the client holds back answers as one sent would, at every call that can
+/// follow it: a second `C_SignInit` is refused as active, a cancel ends it, parts and
+/// `C_SignFinal` get it sent first, and what the server would refuse at `C_SignInit` (the
+/// key destroyed meanwhile) is refused at the `C_Sign` with the same code.
+#[test]
+fn a_held_back_sign_init_answers_as_a_sent_one() {
+    use cryptoki_sys::*;
+    let w = World::new();
+    w.client("signer");
+    let p = load();
+    let alpha = slot_of(&p, "alpha").unwrap();
+    let s = user_session(&p, alpha);
+    let (public, private) = p256_keypair(&s, b"held");
+    let verifier = p256_verifier(&s, public);
+    // The key and mechanism known to the client: the next C_SignInit is held back.
+    s.sign(&Mechanism::EcdsaSha256, private, b"first").unwrap();
+    let raw = Raw::load();
+    let h = raw.open_session(alpha.id());
+    let f = raw.f;
+    let mut mech = raw_mech::<()>(CKM_ECDSA_SHA256, None);
+    let key = private.handle();
+    let verified = |data: &[u8], sig: &[u8]| {
+        let sig = p256::ecdsa::Signature::from_slice(sig).unwrap();
+        verifier.verify_prehash(&sha256(data), &sig).is_ok()
+    };
+    // SAFETY (every call below): live buffers of the lengths given, handles of this test.
+    unsafe {
+        // A second C_SignInit while one is held: active, as the token says.
+        assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
+        assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OPERATION_ACTIVE);
+        let mut info = std::mem::zeroed::<CK_SESSION_INFO>();
+        assert_eq!((f.C_GetSessionInfo.unwrap())(h, &mut info), CKR_OK);
+        // Cancelled, a new one may start.
+        assert_eq!((f.C_SessionCancel.unwrap())(h, CKF_SIGN), CKR_OK);
+        assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
+        // In parts: the initialisation is sent before the first part.
+        let (a, b) = (b"in ".as_slice(), b"parts".as_slice());
+        assert_eq!(
+            (f.C_SignUpdate.unwrap())(h, a.as_ptr() as *mut u8, a.len() as _),
+            CKR_OK
+        );
+        assert_eq!(
+            (f.C_SignUpdate.unwrap())(h, b.as_ptr() as *mut u8, b.len() as _),
+            CKR_OK
+        );
+        let mut sig = vec![0u8; 64];
+        let mut len = sig.len() as CK_ULONG;
+        assert_eq!((f.C_SignFinal.unwrap())(h, sig.as_mut_ptr(), &mut len), CKR_OK);
+        assert!(verified(b"in parts", &sig[..len as usize]));
+        // C_SignFinal right after C_SignInit: the signature of no data.
+        assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
+        let mut len = sig.len() as CK_ULONG;
+        assert_eq!((f.C_SignFinal.unwrap())(h, sig.as_mut_ptr(), &mut len), CKR_OK);
+        assert!(verified(b"", &sig[..len as usize]));
+        // Held, then the length query answered, then the signature in one trip.
+        assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
+        let data = b"one trip";
+        let mut len = 0;
+        let sign = f.C_Sign.unwrap();
+        assert_eq!(
+            sign(
+                h,
+                data.as_ptr() as *mut u8,
+                data.len() as _,
+                std::ptr::null_mut(),
+                &mut len
+            ),
+            CKR_OK
+        );
+        assert_eq!(len, 64);
+        assert_eq!(
+            sign(
+                h,
+                data.as_ptr() as *mut u8,
+                data.len() as _,
+                sig.as_mut_ptr(),
+                &mut len
+            ),
+            CKR_OK
+        );
+        assert!(verified(data, &sig[..len as usize]));
+        // The key destroyed while an initialisation is held: refused at C_Sign, with the
+        // code the token gives, and the operation is over.
+        assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
+        s.destroy_object(private).unwrap();
+        let mut len = sig.len() as CK_ULONG;
+        let rv = sign(
+            h,
+            data.as_ptr() as *mut u8,
+            data.len() as _,
+            sig.as_mut_ptr(),
+            &mut len,
+        );
+        assert_eq!(rv, CKR_KEY_HANDLE_INVALID);
+        let mut len = sig.len() as CK_ULONG;
+        let rv = sign(
+            h,
+            data.as_ptr() as *mut u8,
+            data.len() as _,
+            sig.as_mut_ptr(),
+            &mut len,
+        );
+        assert_eq!(rv, CKR_OPERATION_NOT_INITIALIZED);
+        assert_eq!((f.C_CloseSession.unwrap())(h), CKR_OK);
+    }
 }
 
 /// Data past what one request carries (4 MiB) is refused by the client with

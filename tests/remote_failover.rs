@@ -92,7 +92,8 @@ impl Fleet {
     fn signed(&self, i: usize) -> usize {
         std::fs::read_to_string(self.dirs[i].join("ferrohsm.log"))
             .unwrap_or_default()
-            .matches("request Sign\n")
+            .lines()
+            .filter(|l| l.ends_with("request Sign") || l.ends_with("request SignInitAndSign"))
             .count()
     }
 }

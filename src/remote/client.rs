@@ -66,6 +66,9 @@ struct RemoteSession {
     /// The single-part operations initialised and not ended, made again on another
     /// connection (`Replay`).
     replay: Replay,
+    /// A `C_SignInit` held back, to travel with the `C_Sign` that follows it
+    /// (`Client::hold_sign_init`).
+    pending: Option<Init>,
 }
 
 /// An operation's `*Init` as the application made it: its mechanism and key.
@@ -131,6 +134,9 @@ pub struct Client {
     /// Held while a session is opened again on a new connection, so that each is resumed
     /// and each token logged in once.
     resuming: Mutex<()>,
+    /// The signature length of each mechanism and key initialised on a connection: a
+    /// `C_SignInit` of one of these is held back and sent with its `C_Sign`.
+    known: DashMap<(u64, Init), usize>,
 }
 
 fn config_error(why: String) -> Error {
@@ -196,6 +202,7 @@ impl Client {
             first_server: AtomicUsize::new(0),
             logins: Mutex::new(HashMap::new()),
             resuming: Mutex::new(()),
+            known: DashMap::new(),
         })
     }
 
@@ -514,6 +521,7 @@ impl Client {
                 flags,
                 sign: None,
                 replay: Replay::default(),
+                pending: None,
             },
         );
         Ok(h)
@@ -563,6 +571,49 @@ impl Client {
         }
     }
 
+    /// Holds back `C_SignInit(init)` on session `h` when the client knows what the server
+    /// would answer: the mechanism and key were initialised on this connection before (the
+    /// signature's length known) and the session has no signature operation. The
+    /// initialisation then travels with the `C_Sign` that follows (`SignInitAndSign`), one
+    /// round trip per signature instead of two. What the server would refuse at `C_SignInit`
+    /// (the key destroyed or its `CKA_SIGN` cleared since, a logout elsewhere) is then refused
+    /// at that `C_Sign`, with the same code. `Ok(false)`: not held, send it.
+    pub(super) fn hold_sign_init(&self, h: CK_SESSION_HANDLE, init: &Init) -> Result<bool> {
+        let (conn, _) = self.session(h)?;
+        let Some(mut s) = self.sessions.get_mut(&h) else {
+            return Err(Error(CKR_SESSION_HANDLE_INVALID));
+        };
+        if s.pending.is_some() {
+            return Err(Error(CKR_OPERATION_ACTIVE));
+        }
+        if s.sign.is_some() {
+            return Ok(false); // the server answers, CKR_OPERATION_ACTIVE if it still runs
+        }
+        let Some(len) = self.known.get(&(conn.id, init.clone())).map(|l| *l) else {
+            return Ok(false);
+        };
+        s.pending = Some(init.clone());
+        s.sign = Some(Signing { len, parts: false });
+        Ok(true)
+    }
+
+    /// The `C_SignInit` held back on session `h`, taken (it is sent now).
+    pub(super) fn take_pending(&self, h: CK_SESSION_HANDLE) -> Option<Init> {
+        self.sessions.get_mut(&h).and_then(|mut s| s.pending.take())
+    }
+
+    /// Whether session `h` has a `C_SignInit` held back.
+    pub(super) fn has_pending(&self, h: CK_SESSION_HANDLE) -> bool {
+        self.sessions.get(&h).is_some_and(|s| s.pending.is_some())
+    }
+
+    /// Remembers the signature length of `init` on session `h`'s connection.
+    pub(super) fn remember_length(&self, h: CK_SESSION_HANDLE, init: Init, len: usize) {
+        if let Some(conn) = self.sessions.get(&h).map(|s| s.conn) {
+            self.known.insert((conn, init), len);
+        }
+    }
+
     /// Changes what session `h` replays (`Replay`).
     pub(super) fn set_replay(&self, h: CK_SESSION_HANDLE, change: impl FnOnce(&mut Replay)) {
         if let Some(mut s) = self.sessions.get_mut(&h) {
@@ -588,7 +639,9 @@ impl Client {
         self.sessions.iter_mut().for_each(|mut s| {
             s.sign = None;
             s.replay = Replay::default();
+            s.pending = None;
         });
+        self.known.clear();
     }
 
     /// Forgets session `h`; with the token's last session the login goes too, as the token's
@@ -699,6 +752,7 @@ fn again(req: &Request) -> bool {
             | DecryptInit { .. }
             | DigestInit { .. }
             | GenerateRandom { .. }
+            | SignInitAndSign { .. }
     )
 }
 

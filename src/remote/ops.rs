@@ -10,7 +10,7 @@
 // these casts change nothing; u32 on other ABIs).
 #![allow(clippy::unnecessary_cast)]
 
-use super::client::{unexpected, Client, Signing};
+use super::client::{unexpected, Client, Init, Signing};
 use super::proto::{Attribute, AttributeAnswer, Mechanism, Reply, Request, Secret, MAX_BYTES};
 use crate::error::{fail, fail_because, Error, Result};
 use crate::service::{RawMechanism, SessionInfo, TokenInfo};
@@ -188,6 +188,10 @@ impl Client {
     }
 
     pub fn has_crypto_operation(&self, h: CK_SESSION_HANDLE) -> Result<bool> {
+        if self.has_pending(h) {
+            self.session(h)?;
+            return Ok(true);
+        }
         match self.on_session(h, |session| Request::HasCryptoOperation { session })? {
             Reply::Bool(b) => Ok(b),
             _ => Err(unexpected()),
@@ -235,6 +239,7 @@ impl Client {
     pub fn cancel(&self, h: CK_SESSION_HANDLE, flags: CK_FLAGS) -> Result<()> {
         if flags & CKF_SIGN != 0 {
             self.set_signing(h, None);
+            self.take_pending(h);
         }
         self.set_replay(h, |r| {
             if flags & CKF_SIGN != 0 {
@@ -435,25 +440,46 @@ impl Client {
     }
 
     pub fn sign_init(&self, h: CK_SESSION_HANDLE, m: RawMechanism<'_>, key: CK_OBJECT_HANDLE) -> Result<()> {
-        let mechanism = mech(m)?;
-        // An error leaves what the client knows as it was: a refused SignInit leaves the
-        // running operation (CKR_OPERATION_ACTIVE) or none.
-        let replay = (mechanism.clone(), key as u64);
+        let init = (mech(m)?, key as u64);
+        if self.hold_sign_init(h, &init)? {
+            return Ok(());
+        }
+        self.sign_init_now(h, init)
+    }
+
+    /// `C_SignInit` sent to the server. An error leaves what the client knows as it was: a
+    /// refused SignInit leaves the running operation (CKR_OPERATION_ACTIVE) or none.
+    fn sign_init_now(&self, h: CK_SESSION_HANDLE, init: Init) -> Result<()> {
+        let (mechanism, key) = init.clone();
         match self.on_session(h, |session| Request::SignInit {
             session,
             mechanism,
-            key: key as u64,
+            key,
         })? {
             Reply::SignInit { signature_len } => {
-                self.set_replay(h, |r| r.sign = Some(replay));
+                self.set_replay(h, |r| r.sign = Some(init.clone()));
                 let sign = signature_len.map(|n| Signing {
                     len: usize::try_from(n).unwrap_or(usize::MAX),
                     parts: false,
                 });
+                if let Some(sign) = sign {
+                    self.remember_length(h, init, sign.len);
+                }
                 self.set_signing(h, sign);
                 Ok(())
             }
             _ => Err(unexpected()),
+        }
+    }
+
+    /// Sends the `C_SignInit` held back on session `h`, if any, before a call that needs the
+    /// operation running on the server; if the server refuses it, the operation is gone.
+    fn send_pending(&self, h: CK_SESSION_HANDLE) -> Result<()> {
+        match self.take_pending(h) {
+            Some(init) => self
+                .sign_init_now(h, init)
+                .inspect_err(|_| self.set_signing(h, None)),
+            None => Ok(()),
         }
     }
 
@@ -474,12 +500,37 @@ impl Client {
                 return Ok(Output::Length(sign.len));
             }
         }
-        let data = data.map(<[u8]>::to_vec);
-        let answer = self.on_session(h, |session| Request::Sign {
-            session,
-            data,
-            capacity: capacity(cap),
-        });
+        let answer = match (self.take_pending(h), data) {
+            // The initialisation held back travels with the data: one round trip.
+            (Some(init), Some(data)) => {
+                let replay = init.clone();
+                let answer = self.on_session(h, |session| Request::SignInitAndSign {
+                    session,
+                    mechanism: init.0,
+                    key: init.1,
+                    data: data.to_vec(),
+                    capacity: capacity(cap),
+                });
+                if matches!(answer, Ok(Reply::Length(_)) | Err(Error(CKR_BUFFER_TOO_SMALL))) {
+                    // The operation now runs on the server.
+                    self.set_replay(h, |r| r.sign = Some(replay));
+                }
+                answer
+            }
+            (pending, data) => {
+                if let Some(init) = pending {
+                    // C_SignFinal right after C_SignInit: the operation on the server first.
+                    self.sign_init_now(h, init)
+                        .inspect_err(|_| self.set_signing(h, None))?;
+                }
+                let data = data.map(<[u8]>::to_vec);
+                self.on_session(h, |session| Request::Sign {
+                    session,
+                    data,
+                    capacity: capacity(cap),
+                })
+            }
+        };
         // A length keeps the operation; a signature or an error ends it on the server (a
         // buffer too small keeps it, which the client does not count on: the server is asked).
         if !matches!(answer, Ok(Reply::Length(_))) {
@@ -493,6 +544,7 @@ impl Client {
 
     pub fn sign_update(&self, h: CK_SESSION_HANDLE, data: Arg<&[u8]>) -> Result<()> {
         let data = self.data(h, CKF_SIGN, data)?.to_vec();
+        self.send_pending(h)?;
         // Fed a part, the operation cannot be made again elsewhere.
         self.set_replay(h, |r| r.sign = None);
         let answer = self.on_session(h, |session| Request::SignUpdate { session, data });

@@ -25,7 +25,7 @@ use zeroize::Zeroize;
 /// `Reply::Version` naming its own, so a mismatch is told, never misread.
 /// 2: `SignInit` is answered `Reply::SignInit` (the signature's length), not `Reply::Done`.
 /// 3: `InitToken`.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Where every call is posted.
 pub const PATH: &str = "/ferrohsm/v1/call";
 /// The largest body either side reads: requests and answers alike.
@@ -63,14 +63,14 @@ pub type Attribute = (CK_ATTRIBUTE_TYPE, Vec<u8>);
 
 /// A mechanism as the application gave it, parameter unchecked (the server's token checks
 /// it): every structure the C boundary reads, with the bytes its pointers named.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Mechanism {
     pub ty: CK_MECHANISM_TYPE,
     pub param: Param,
 }
 
 /// `mechanism::Param` with its pointed bytes read.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Param {
     Length(u64),
     Absent,
@@ -338,6 +338,16 @@ pub enum Request {
         label: [u8; 32],
         user_pin: Option<Secret>,
     },
+    /// `C_SignInit` and the `C_Sign` that follows it, in one round trip (protocol version 4):
+    /// the client holds back a `C_SignInit` whose signature length it already knows (the key
+    /// and mechanism initialised before on the connection) and sends it with the data.
+    SignInitAndSign {
+        session: u64,
+        mechanism: Mechanism,
+        key: u64,
+        data: Vec<u8>,
+        capacity: Option<u64>,
+    },
 }
 
 /// One attribute's answer to `GetAttributes`.
@@ -467,6 +477,7 @@ impl Request {
             DigestKey { .. } => "DigestKey",
             GenerateRandom { .. } => "GenerateRandom",
             InitToken { .. } => "InitToken",
+            SignInitAndSign { .. } => "SignInitAndSign",
         }
     }
 
@@ -521,7 +532,8 @@ impl Request {
             | Digest { session, .. }
             | DigestUpdate { session, .. }
             | DigestKey { session, .. }
-            | GenerateRandom { session, .. } => Some(session),
+            | GenerateRandom { session, .. }
+            | SignInitAndSign { session, .. } => Some(session),
         }
     }
 
@@ -531,6 +543,7 @@ impl Request {
         use Request::*;
         match self {
             SignInit { key, .. }
+            | SignInitAndSign { key, .. }
             | VerifyInit { key, .. }
             | EncryptInit { key, .. }
             | DecryptInit { key, .. } => Some(*key),
@@ -552,6 +565,7 @@ impl Request {
             | UnwrapKey { mechanism, .. }
             | DeriveKey { mechanism, .. }
             | SignInit { mechanism, .. }
+            | SignInitAndSign { mechanism, .. }
             | VerifyInit { mechanism, .. }
             | EncryptInit { mechanism, .. }
             | DecryptInit { mechanism, .. }
@@ -609,6 +623,10 @@ impl Request {
                 within("signature", signature.len(), MAX_BYTES)
             }
             Sign { data: Some(d), .. } | Digest { data: Some(d), .. } => within("data", d.len(), MAX_BYTES),
+            SignInitAndSign { mechanism, data, .. } => {
+                mechanism.param.check()?;
+                within("data", data.len(), MAX_BYTES)
+            }
             SignUpdate { data, .. }
             | VerifyUpdate { data, .. }
             | Crypt { data, .. }

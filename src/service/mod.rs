@@ -23,7 +23,7 @@ pub enum Service {
     /// The token in this process.
     Local(Library),
     /// A token served by `ferrohsm-server` (`[remote]` in the configuration).
-    Remote(Client),
+    Remote(Box<Client>),
 }
 
 /// A mechanism as the C boundary read it: its type, its family, and its parameter in the
@@ -125,7 +125,7 @@ impl Service {
     pub fn open(may_create_threads: bool) -> Result<Service> {
         let config = Library::load_config()?;
         match &config.remote {
-            Some(remote) => Client::open(remote, may_create_threads).map(Service::Remote),
+            Some(remote) => Client::open(remote, may_create_threads).map(|c| Service::Remote(Box::new(c))),
             None => Library::with_config(&config).map(Service::Local),
         }
     }

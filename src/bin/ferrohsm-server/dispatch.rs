@@ -10,7 +10,7 @@
 use crate::conn::Connection;
 use cryptoki_sys::*;
 use ferrohsm::error::{Error, Result};
-use ferrohsm::remote::proto::{Attribute, AttributeAnswer, Reply, Request, Response};
+use ferrohsm::remote::proto::{Attribute, AttributeAnswer, Mechanism, Reply, Request, Response};
 use ferrohsm::token::attributes::Template;
 use ferrohsm::token::objects::AttributeValue;
 use ferrohsm::token::Output;
@@ -158,6 +158,7 @@ pub fn waits(c: &Connection, request: &Request) -> bool {
     match request {
         Request::SignInit { .. } | Request::SessionInfo { .. } | Request::CheckSession { .. } => false,
         Request::Sign { capacity: None, .. } => false,
+        Request::SignInitAndSign { mechanism, .. } => !quick_sign(mechanism.ty as CK_MECHANISM_TYPE),
         Request::Sign { session, .. } | Request::SignUpdate { session, .. } => {
             !c.quick_signs.lock().contains(session)
         }
@@ -179,12 +180,31 @@ pub fn call(c: &Connection, request: Request) -> Response {
 fn traced(request: &Request) -> Option<&'static str> {
     Some(match request {
         Request::SignInit { .. } => "SignInit",
+        Request::SignInitAndSign { .. } => "SignInitAndSign",
         Request::Sign { capacity: None, .. } => "Sign (length query)",
         Request::Sign { .. } => "Sign",
         Request::SignUpdate { .. } => "SignUpdate",
         Request::Digest { capacity: None, .. } => "Digest (length query)",
         _ => return None,
     })
+}
+
+/// `C_SignInit` on the connection's session, and the session marked for the quick path when
+/// its mechanism takes it. The session's operation is then this one (a failed `SignInit`
+/// leaves the previous one, and its mark, as they were).
+fn sign_init(c: &Connection, session: u64, mechanism: Mechanism, key: u64) -> Result<()> {
+    let quick = quick_sign(mechanism.ty as CK_MECHANISM_TYPE);
+    c.lib.sign_init(
+        session as CK_SESSION_HANDLE,
+        mechanism.parse()?,
+        key as CK_OBJECT_HANDLE,
+    )?;
+    if quick {
+        c.quick_signs.lock().insert(session);
+    } else {
+        c.quick_signs.lock().remove(&session);
+    }
+    Ok(())
 }
 
 fn run(c: &Connection, request: Request) -> Result<Reply> {
@@ -343,15 +363,7 @@ fn run(c: &Connection, request: Request) -> Result<Reply> {
             mechanism,
             key,
         } => {
-            let quick = quick_sign(mechanism.ty as CK_MECHANISM_TYPE);
-            lib.sign_init(h(session), mechanism.parse()?, h(key))?;
-            // The session's operation is now this one (a failed SignInit leaves the
-            // previous one, and its mark, as they were).
-            if quick {
-                c.quick_signs.lock().insert(session);
-            } else {
-                c.quick_signs.lock().remove(&session);
-            }
+            sign_init(c, session, mechanism, key)?;
             // The token's own answer to the length query, asked now (it ends nothing): a
             // `Signer` gives its length from the key and mechanism alone (no input), so it is
             // the answer to every length query of this operation and the client may give it.
@@ -368,6 +380,16 @@ fn run(c: &Connection, request: Request) -> Result<Reply> {
         } => lib
             .sign(h(session), data.as_deref().map(Ok), cap(capacity))
             .map(output),
+        R::SignInitAndSign {
+            session,
+            mechanism,
+            key,
+            data,
+            capacity,
+        } => {
+            sign_init(c, session, mechanism, key)?;
+            lib.sign(h(session), Some(Ok(&data)), cap(capacity)).map(output)
+        }
         R::SignUpdate { session, data } => done(lib.sign_update(h(session), Ok(&data))),
         R::VerifyInit {
             session,

@@ -26,6 +26,10 @@ enum Undo {
 #[derive(Default)]
 pub struct MemoryBackend {
     state: Mutex<State>,
+    /// Uses of limited keys by object id (`Backend::count_use`); apart from `state`, as the
+    /// other backends keep them in a table of their own. Ids are never reused, so the count
+    /// of a destroyed key is never read again.
+    uses: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl MemoryBackend {
@@ -251,6 +255,25 @@ impl Backend for MemoryBackend {
             .filter(|(s, r)| *s == slot && query.matches(r))
             .map(|(_, r)| Match::of(r.clone(), known))
             .collect())
+    }
+
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        // The state's lock first: the key cannot be destroyed while its use is counted.
+        let state = self.state.lock();
+        if !state.objects.get(&id).is_some_and(|(s, _)| *s == slot) {
+            return crate::error::fail(CKR_KEY_HANDLE_INVALID);
+        }
+        let mut uses = self.uses.lock();
+        let n = uses.entry(id).or_default();
+        if *n >= limit {
+            return Ok(None);
+        }
+        *n += 1;
+        Ok(Some(*n))
+    }
+
+    fn use_count(&self, _slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        Ok(self.uses.lock().get(&id).copied().unwrap_or(0))
     }
 
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {

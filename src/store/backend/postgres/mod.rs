@@ -15,6 +15,7 @@
 
 mod conn;
 mod schema;
+mod usage;
 
 use super::{tag_head, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail_because, Error, Result};
@@ -388,6 +389,14 @@ impl Backend for PostgresBackend {
                 .map(|r| Ok(Match::of(object_from_row(r)?, known)))
                 .collect()
         })
+    }
+
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        self.count_use_now(slot, id, limit)
+    }
+
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        self.use_count_now(slot, id)
     }
 
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {

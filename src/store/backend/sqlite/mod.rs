@@ -3,6 +3,7 @@
 //! above made every wrap, seal and keyed hash they hold.
 
 mod file;
+mod usage;
 
 pub use file::{DB_NAME, MARKER_NAME};
 
@@ -268,6 +269,14 @@ impl Backend for SqliteBackend {
         let all_held = matches.iter().all(|m| matches!(m, Match::Known(_)));
         self.ids_first.store(all_held, Relaxed);
         Ok(matches)
+    }
+
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        self.count_use_now(slot, id, limit)
+    }
+
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        self.use_count_now(slot, id)
     }
 
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {

@@ -53,9 +53,7 @@ fn count_attr(n: u64) -> Attribute {
 /// A vendor CK_ULONG attribute of `key`; `None` when the object does not have it.
 fn read_ulong(s: &Session, key: ObjectHandle, t: AttributeType) -> Option<u64> {
     match s.get_attributes(key, &[t]).unwrap().pop() {
-        Some(Attribute::VendorDefined((_, v))) => {
-            Some(cryptoki_sys::CK_ULONG::from_ne_bytes(v.try_into().unwrap()) as u64)
-        }
+        Some(Attribute::VendorDefined((_, v))) => Some(u64::from_ne_bytes(v.try_into().unwrap())),
         _ => None,
     }
 }
@@ -117,7 +115,10 @@ fn rsa_pair_id(
     s.generate_key_pair(&Mechanism::RsaPkcsKeyPairGen, &public, &private)
 }
 
-fn outcome<T>(r: cryptoki::error::Result<T>) -> Result<(), RvError> {
+/// What a call came to: done, or its CK_RV.
+type Outcome = Result<(), RvError>;
+
+fn outcome<T>(r: cryptoki::error::Result<T>) -> Outcome {
     r.map(drop).map_err(rv)
 }
 
@@ -168,7 +169,7 @@ fn the_limit_is_set_once_and_only_lowered_on_every_path() {
     let lowered = s.create_object(&aes(true, &[limit(5)])).unwrap();
     let bad_len = Attribute::VendorDefined((limit_type(), vec![1, 2, 3]));
     use RvError::*;
-    let table: Vec<(&str, Result<(), RvError>, Result<(), RvError>)> = vec![
+    let table: Vec<(&str, Outcome, Outcome)> = vec![
         (
             "create with a limit",
             outcome(s.create_object(&aes(true, &[limit(3)]))),
@@ -181,7 +182,7 @@ fn the_limit_is_set_once_and_only_lowered_on_every_path() {
         ),
         (
             "create with a limit not a CK_ULONG",
-            outcome(s.create_object(&aes(true, &[bad_len.clone()]))),
+            outcome(s.create_object(&aes(true, std::slice::from_ref(&bad_len)))),
             Err(AttributeValueInvalid),
         ),
         (

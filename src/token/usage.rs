@@ -29,7 +29,7 @@ use cryptoki_sys::*;
 pub fn use_key(token: &Token, obj: &Object, class: CK_OBJECT_CLASS) -> Result<Key> {
     if obj.attrs.class() == Some(class) {
         if let Some(limit) = obj.attrs.ulong(CKA_USAGE_LIMIT) {
-            count(token, obj, limit as u64)?;
+            count(token, obj, limit)?;
         }
     }
     obj.key(class)
@@ -38,7 +38,7 @@ pub fn use_key(token: &Token, obj: &Object, class: CK_OBJECT_CLASS) -> Result<Ke
 /// Reserves one use of `obj` in the store, or refuses it with a log line naming the key.
 fn count(token: &Token, obj: &Object, limit: u64) -> Result<()> {
     let name = || name(obj);
-    match token.store().count_use(token.slot_id, obj.handle as u64, limit)? {
+    match token.store().count_use(token.slot_id, obj.handle, limit)? {
         Some(n) if n == limit => {
             log::warn!(
                 "slot {}: {} has used the last of its {limit} allowed uses (CKA_USAGE_LIMIT); further uses are refused",
@@ -83,6 +83,6 @@ pub fn count_value(token: &Token, obj: &Object) -> Result<Option<CK_ULONG>> {
     if !obj.attrs.contains(CKA_USAGE_LIMIT) {
         return Ok(Some(0));
     }
-    let n = token.store().use_count(token.slot_id, obj.handle as u64)?;
+    let n = token.store().use_count(token.slot_id, obj.handle)?;
     Ok(Some(n as CK_ULONG))
 }

@@ -260,7 +260,7 @@ impl Backend for MemoryBackend {
     fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
         // The state's lock first: the key cannot be destroyed while its use is counted.
         let state = self.state.lock();
-        if !state.objects.get(&id).is_some_and(|(s, _)| *s == slot) {
+        if state.objects.get(&id).is_none_or(|(s, _)| *s != slot) {
             return crate::error::fail(CKR_KEY_HANDLE_INVALID);
         }
         let mut uses = self.uses.lock();

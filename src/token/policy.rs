@@ -131,7 +131,7 @@ fn key_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'stat
 }
 
 /// Attributes an object of this class (and key type) may carry (vendor-defined ones are
-/// always allowed).
+/// always allowed, but for the usage attributes: private and secret keys only).
 pub fn valid_for(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
     if matches!(t, CKA_USAGE_COUNT | CKA_USAGE_LIMIT) {
         return matches!(attrs.class(), Some(CKO_PRIVATE_KEY | CKO_SECRET_KEY));

@@ -169,7 +169,8 @@ pub trait Backend: Send + Sync {
     /// scan, without the rows' values.
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan>;
     /// Counts one use of the limited key `id` of `slot` if fewer than `limit` are counted, in
-    /// the backend's own table of uses (`store::usage`): one atomic change, taken before the
+    /// the backend's own table of uses (`sqlite/usage.rs`, `postgres/usage.rs`; the token's
+    /// side is `token::usage`): one atomic change, taken before the
     /// key is used, serialised with every process and host as a write is. The count after it;
     /// `Ok(None)` when `limit` uses are counted already (nothing counted). A key no longer in
     /// the store is `CKR_KEY_HANDLE_INVALID`.

@@ -2,7 +2,7 @@
 //! of `include/ferrohsm.h`, through the built module as applications use it. The rule on
 //! every path that makes or changes a key, as a table; the count read back; the refusal at
 //! exactly the limit on the sign, MAC and decrypt paths; the count surviving a reopen of the
-//! store; and the limit holding exactly while 16 threads in each of 2 processes race for the
+//! store and `ferrohsm-util copy-store`; and the limit holding exactly while 16 threads in each of 2 processes race for the
 //! last uses, on one SQLite store and on one PostgreSQL store shared by two hosts, every
 //! signature verified with the `rsa` crate. Expected codes are written here from the rules in
 //! docs/security.md ("Usage limits"), not read from the module.
@@ -322,8 +322,8 @@ fn sign(s: &Session, key: ObjectHandle, data: &[u8]) -> Result<Vec<u8>, RvError>
 }
 
 #[test]
-fn a_limited_key_signs_exactly_its_limit_and_the_count_survives_a_reopen() {
-    let _env = TestEnv::new();
+fn a_limited_key_signs_exactly_its_limit_and_the_count_survives_a_reopen_and_a_copy() {
+    let env = TestEnv::new();
     let p = load();
     let slot = new_token(&p, "usage sign");
     let s = user_session(&p, slot);
@@ -358,6 +358,29 @@ fn a_limited_key_signs_exactly_its_limit_and_the_count_survives_a_reopen() {
     s.update_attributes(later, &[limit(1)]).unwrap();
     sign(&s, later, b"counted").unwrap();
     assert_eq!(sign(&s, later, b"refused"), Err(RvError::KeyFunctionNotPermitted));
+    drop(s);
+    p.finalize().unwrap();
+
+    // ferrohsm-util copy-store carries the counts: a copy of the store is no way around them.
+    let copy = env.dir.path().join("copy");
+    let (from, to) = (env.store_dir(), copy.join("store"));
+    util(
+        &env.conf(),
+        &["copy-store", "--from", from.to_str().unwrap(), "--to", to.to_str().unwrap()],
+    );
+    std::fs::write(
+        copy.join("ferrohsm.toml"),
+        "[store]\npath = \"store\"\n[pin]\nkdf_memory_kib = 64\nkdf_passes = 1\n",
+    )
+    .unwrap();
+    std::env::set_var("FERROHSM_CONF", copy.join("ferrohsm.toml"));
+    let p = load();
+    let s = user_session(&p, slot);
+    let private = find_one(&s, ObjectClass::PRIVATE_KEY, b"limited");
+    assert_eq!(uses(&s, private), 5, "the count in the copied store");
+    assert_eq!(sign(&s, private, b"copied"), Err(RvError::KeyFunctionNotPermitted));
+    let later = find_one(&s, ObjectClass::PRIVATE_KEY, b"later");
+    assert_eq!(uses(&s, later), 1);
 }
 
 #[test]

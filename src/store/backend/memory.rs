@@ -41,6 +41,8 @@ impl MemoryBackend {
 struct MemTx<'a> {
     state: &'a mut State,
     journal: Vec<Undo>,
+    /// `import_uses` of this transaction, kept into `MemoryBackend::uses` when it commits.
+    uses: Vec<(u64, u64)>,
 }
 
 impl MemTx<'_> {
@@ -192,6 +194,14 @@ impl Tx for MemTx<'_> {
         }
     }
 
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        if self.state.objects.get(&id).is_none_or(|(s, _)| *s != slot) {
+            return crate::error::fail(CKR_KEY_HANDLE_INVALID);
+        }
+        self.uses.push((id, uses));
+        Ok(())
+    }
+
     fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()> {
         if self.state.objects.contains_key(&row.id) {
             return crate::error::fail_because(
@@ -294,9 +304,13 @@ impl Backend for MemoryBackend {
         let mut tx = MemTx {
             state: &mut state,
             journal: Vec::new(),
+            uses: Vec::new(),
         };
         match f(&mut tx) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.uses.lock().extend(tx.uses);
+                Ok(())
+            }
             Err(e) => {
                 tx.rollback();
                 Err(e)

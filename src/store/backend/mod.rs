@@ -226,6 +226,9 @@ pub trait Tx {
     /// Writes a row with the id it has (`ferrohsm-util copy-store`: seals name their object's
     /// id, so a copied row keeps it); ids allocated later come after it.
     fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()>;
+    /// Sets the uses counted of the key `id`, imported with `import_object` in this
+    /// transaction (`copy-store`: a copied limited key keeps its count, `Backend::count_use`).
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()>;
     /// Whether there was one.
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool>;
     fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()>;

@@ -178,6 +178,9 @@ impl Tx for FailingTx<'_> {
     fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()> {
         self.tx.import_object(slot, row)
     }
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        self.tx.import_uses(slot, id, uses)
+    }
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
         self.tx.delete_object(slot, id)
     }

@@ -643,6 +643,11 @@ impl Tx for PgTx<'_, '_> {
         .map(|_| ())
     }
 
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        self.change(usage::IMPORT_SQL, &[&(id as i64), &(slot as i64), &(uses as i64)])
+            .map(|_| ())
+    }
+
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
         let n = self.change(
             "DELETE FROM objects WHERE id = $1 AND slot_id = $2",

@@ -16,6 +16,10 @@ const COUNT_SQL: &str = "INSERT INTO key_uses (object_id, slot_id, uses) \
      ON CONFLICT (object_id) DO UPDATE SET uses = key_uses.uses + 1 WHERE key_uses.uses < $3 \
      RETURNING uses";
 
+/// `Tx::import_uses`: the count of a key copied into this store.
+pub(super) const IMPORT_SQL: &str = "INSERT INTO key_uses (object_id, slot_id, uses) VALUES ($1, $2, $3) \
+     ON CONFLICT (object_id) DO UPDATE SET uses = excluded.uses";
+
 const READ_SQL: &str = "SELECT uses FROM key_uses WHERE object_id = $1 AND slot_id = $2";
 
 const EXISTS_SQL: &str = "SELECT 1 FROM objects WHERE id = $1 AND slot_id = $2";

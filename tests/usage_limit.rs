@@ -366,7 +366,13 @@ fn a_limited_key_signs_exactly_its_limit_and_the_count_survives_a_reopen_and_a_c
     let (from, to) = (env.store_dir(), copy.join("store"));
     util(
         &env.conf(),
-        &["copy-store", "--from", from.to_str().unwrap(), "--to", to.to_str().unwrap()],
+        &[
+            "copy-store",
+            "--from",
+            from.to_str().unwrap(),
+            "--to",
+            to.to_str().unwrap(),
+        ],
     );
     std::fs::write(
         copy.join("ferrohsm.toml"),
@@ -378,7 +384,10 @@ fn a_limited_key_signs_exactly_its_limit_and_the_count_survives_a_reopen_and_a_c
     let s = user_session(&p, slot);
     let private = find_one(&s, ObjectClass::PRIVATE_KEY, b"limited");
     assert_eq!(uses(&s, private), 5, "the count in the copied store");
-    assert_eq!(sign(&s, private, b"copied"), Err(RvError::KeyFunctionNotPermitted));
+    assert_eq!(
+        sign(&s, private, b"copied"),
+        Err(RvError::KeyFunctionNotPermitted)
+    );
     let later = find_one(&s, ObjectClass::PRIVATE_KEY, b"later");
     assert_eq!(uses(&s, later), 1);
 }

@@ -1,6 +1,6 @@
 /*
  * ferrohsm vendor extensions to PKCS#11: the kernels' self-test, an engine speed probe,
- * engine statistics (overall and per kernel family) and token initialisation with the user PIN in one step. Reach them by symbol (dlsym) or through the interface named
+ * engine statistics (overall and per kernel family) and token initialisation with the user PIN in one step, and the usage-limit attributes of keys. Reach the functions by symbol (dlsym) or through the interface named
  * FERROHSM_INTERFACE_NAME in C_GetInterfaceList / C_GetInterface, whose pFunctionList points
  * to a FERROHSM_FUNCTION_LIST.
  *

@@ -1,6 +1,6 @@
 /*
  * ferrohsm vendor extensions to PKCS#11: the kernels' self-test, an engine speed probe,
- * engine statistics (overall and per kernel family) and token initialisation with the user PIN in one step. Reach them by symbol (dlsym) or through the interface named
+ * engine statistics (overall and per kernel family) and token initialisation with the user PIN in one step, and the usage-limit attributes of keys. Reach the functions by symbol (dlsym) or through the interface named
  * FERROHSM_INTERFACE_NAME in C_GetInterfaceList / C_GetInterface, whose pFunctionList points
  * to a FERROHSM_FUNCTION_LIST.
  *
@@ -20,6 +20,23 @@ typedef unsigned long ferrohsm_rv;
 #define FERROHSM_INTERFACE_NAME "Vendor ferrohsm"
 #define FERROHSM_VERSION_MAJOR 1
 #define FERROHSM_VERSION_MINOR 2
+
+/*
+ * Vendor attributes of private and secret keys: usage limits (docs/security.md, "Usage
+ * limits"). Both are CK_ULONG. FERROHSM_CKA_USAGE_LIMIT is the number of uses the key allows:
+ * at least 1, token objects only, set once (in the template of C_CreateObject, C_GenerateKey,
+ * C_GenerateKeyPair, C_UnwrapKey, C_DeriveKey or C_CopyObject, or later by
+ * C_SetAttributeValue on a key without one) and afterwards only lowered (raising it is
+ * CKR_ATTRIBUTE_READ_ONLY; a key with a limit cannot be copied, CKR_ACTION_PROHIBITED).
+ * FERROHSM_CKA_USAGE_COUNT is read-only: the uses counted so far, in the token store, for
+ * every process and host (0 on a key without a limit, whose uses are not counted). A use is
+ * one operation initialised with the key as itself: C_SignInit, C_VerifyInit (secret keys),
+ * C_EncryptInit, C_DecryptInit, C_WrapKey (wrapping key), C_UnwrapKey (unwrapping key),
+ * C_DeriveKey (base key). Once the count reaches the limit, every use is refused with
+ * CKR_KEY_FUNCTION_NOT_PERMITTED. The values are "ucnt" and "ulim" in the vendor range.
+ */
+#define FERROHSM_CKA_USAGE_COUNT (0x80000000UL | 0x75636e74UL)
+#define FERROHSM_CKA_USAGE_LIMIT (0x80000000UL | 0x756c696dUL)
 
 /* Kernel families (FERROHSM_KERNEL_STATS.id, FERROHSM_ENGINE_STATS.kernel). */
 #define FERROHSM_KERNEL_REFERENCE 0UL   /* the rsa crate; until 1.2 this id was named FERROHSM_KERNEL_PORTABLE */

@@ -12,6 +12,13 @@ use zeroize::Zeroizing;
 
 pub const ULONG_LEN: usize = std::mem::size_of::<CK_ULONG>();
 
+/// Vendor attribute (`include/ferrohsm.h`, `FERROHSM_CKA_USAGE_COUNT`): the uses of a key
+/// counted against its `CKA_USAGE_LIMIT`, read-only ("ucnt"; `token::usage`).
+pub const CKA_USAGE_COUNT: CK_ATTRIBUTE_TYPE = CKA_VENDOR_DEFINED | 0x7563_6e74;
+/// Vendor attribute (`FERROHSM_CKA_USAGE_LIMIT`): the uses a key allows, set once and then
+/// only lowered ("ulim"; `token::policy::check_usage_limit`).
+pub const CKA_USAGE_LIMIT: CK_ATTRIBUTE_TYPE = CKA_VENDOR_DEFINED | 0x756c_696d;
+
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Attributes(BTreeMap<CK_ATTRIBUTE_TYPE, Zeroizing<Vec<u8>>>);
 
@@ -185,7 +192,9 @@ pub fn kind(t: CK_ATTRIBUTE_TYPE) -> Kind {
         | CKA_KEY_GEN_MECHANISM
         | CKA_JAVA_MIDP_SECURITY_DOMAIN
         | CKA_NAME_HASH_ALGORITHM
-        | CKA_PARAMETER_SET => Kind::Ulong,
+        | CKA_PARAMETER_SET
+        | CKA_USAGE_COUNT
+        | CKA_USAGE_LIMIT => Kind::Ulong,
         CKA_ALLOWED_MECHANISMS => Kind::Mechanisms,
         CKA_WRAP_TEMPLATE | CKA_UNWRAP_TEMPLATE | CKA_DERIVE_TEMPLATE => Kind::Template,
         _ => Kind::Bytes,

@@ -11,3 +11,4 @@ pub mod module;
 pub mod pin;
 pub mod pki;
 pub mod tokens;
+pub mod usage;

@@ -23,7 +23,7 @@ pub struct TokenChoice {
 }
 
 impl TokenChoice {
-    fn find(&self, p: &cryptoki::context::Pkcs11) -> Result<cryptoki::slot::Slot> {
+    pub(super) fn find(&self, p: &cryptoki::context::Pkcs11) -> Result<cryptoki::slot::Slot> {
         module::find_token(p, self.slot, self.token.as_deref(), self.serial.as_deref())
     }
 }

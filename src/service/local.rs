@@ -4,8 +4,9 @@
 use super::{SessionInfo, TokenInfo};
 use crate::error::{Error, Result};
 use crate::mechanism;
+use crate::token::attributes::CKA_USAGE_COUNT;
 use crate::token::objects::{attribute_value, AttributeValue};
-use crate::token::Library;
+use crate::token::{usage, Library};
 use cryptoki_sys::*;
 
 impl Library {
@@ -65,8 +66,17 @@ impl Library {
         types: &[CK_ATTRIBUTE_TYPE],
         mut each: impl FnMut(usize, AttributeValue<'_>),
     ) -> Result<()> {
-        let obj = self.object(h, o)?;
+        let token = self.session(h)?.lock().token.clone();
+        let obj = token.object(o)?;
         for (i, t) in types.iter().enumerate() {
+            // The one attribute not held in the object: the store counts it.
+            if *t == CKA_USAGE_COUNT {
+                match usage::count_value(&token, &obj)? {
+                    Some(n) => each(i, AttributeValue::Value(&n.to_ne_bytes())),
+                    None => each(i, AttributeValue::Invalid),
+                }
+                continue;
+            }
             each(i, attribute_value(&obj, *t));
         }
         Ok(())

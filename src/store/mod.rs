@@ -180,6 +180,13 @@ pub trait Store: Send + Sync {
     fn destroy(&self, slot_id: CK_SLOT_ID, id: u64, version: u64) -> Result<()>;
     /// A number that changes whenever any object of the token changes, in any process.
     fn generation(&self, slot_id: CK_SLOT_ID) -> Result<u64>;
+    /// Counts one use of the limited key `id` before it is used, if fewer than `limit` are
+    /// counted, for every process and host of the store (`Backend::count_use`): the count
+    /// after it, or `None` when the limit is reached. The count is kept beside the records,
+    /// not in them: it is not authenticated under the token key (docs/security.md).
+    fn count_use(&self, slot_id: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>>;
+    /// The uses counted of the key `id`.
+    fn use_count(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<u64>;
 }
 
 pub const MAX_OBJECT_ID: u64 = 1 << 31;

@@ -1,7 +1,8 @@
 //! Cryptographic functions of the library: sign and verify (private keys and MACs), encrypt,
 //! decrypt, digest, wrap and unwrap (secret keys, and private keys as PKCS#8), derive. Checks
-//! key class, usage flags and allowed mechanisms before any work, then hands the key to the
-//! mechanism's family (`mechanism::Family`), whichever it is.
+//! key class, usage flags and allowed mechanisms before any work, counts the use of a key with
+//! a usage limit (`usage::use_key`), then hands the key to the mechanism's family
+//! (`mechanism::Family`), whichever it is.
 
 use super::attributes::Template;
 use super::library::{Library, Output};
@@ -10,6 +11,7 @@ use super::operation::{CryptOp, DigestOp, Operation, SignOp, VerifyOp};
 use super::pkcs8;
 use super::policy::{self, Origin};
 use super::session::Session;
+use super::usage::use_key;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::key_model::check_secret_len;
 use crate::mechanism::{self, Mechanism, Op};
@@ -129,7 +131,7 @@ impl Library {
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             let class = mech.key_class(Op::Sign).ok_or(Error(CKR_MECHANISM_INVALID))?;
             check_key(&obj, &mech, class, CKA_SIGN)?;
-            let signer = mech.family().signer(&mech, obj.key(class)?)?;
+            let signer = mech.family().signer(&mech, use_key(&s.token, &obj, class)?)?;
             let needs_auth = s.awaiting_number(obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false));
             s.sign = Some(SignOp::new(signer, needs_auth));
             Ok(())
@@ -173,7 +175,7 @@ impl Library {
             let obj = s.token.object(key).map_err(|_| Error(CKR_KEY_HANDLE_INVALID))?;
             let class = mech.key_class(Op::Verify).ok_or(Error(CKR_MECHANISM_INVALID))?;
             check_key(&obj, &mech, class, CKA_VERIFY)?;
-            let verifier = mech.family().verifier(&mech, obj.key(class)?)?;
+            let verifier = mech.family().verifier(&mech, use_key(&s.token, &obj, class)?)?;
             s.verify = Some(VerifyOp::new(verifier));
             Ok(())
         })
@@ -226,7 +228,9 @@ impl Library {
                 class == CKO_PRIVATE_KEY && obj.attrs.bool_or(CKA_ALWAYS_AUTHENTICATE, false),
             );
             let op = CryptOp {
-                crypter: mech.family().crypter(&mech, obj.key(class)?, encrypt)?,
+                crypter: mech
+                    .family()
+                    .crypter(&mech, use_key(&s.token, &obj, class)?, encrypt)?,
                 needs_auth,
             };
             if encrypt {
@@ -431,7 +435,9 @@ impl Library {
             };
             let class = mech.key_class(Op::Wrap).ok_or(Error(CKR_MECHANISM_INVALID))?;
             wrapping_key(class)?;
-            let wrapped = mech.family().wrap(&mech, wrapper.key(class)?, &value)?;
+            let wrapped = mech
+                .family()
+                .wrap(&mech, use_key(&s.token, &wrapper, class)?, &value)?;
             if capacity.is_none_or(|c| c < wrapped.len()) {
                 return Ok(Output::Length(wrapped.len()));
             }
@@ -469,7 +475,9 @@ impl Library {
             let class = mech.key_class(Op::Unwrap).ok_or(Error(CKR_MECHANISM_INVALID))?;
             unwrapping_key(class)?;
             policy::check_unwrap(&unwrapper.attrs, mech.family().unwrap_reveals_nothing(&mech))?;
-            let value = mech.family().unwrap(&mech, unwrapper.key(class)?, wrapped)?;
+            let value = mech
+                .family()
+                .unwrap(&mech, use_key(&s.token, &unwrapper, class)?, wrapped)?;
             let template = policy::unwrap_template(&unwrapper.attrs, template)?;
             if template.attrs().class() == Some(CKO_PRIVATE_KEY) {
                 return self.add_unwrapped_private(s, template, &value);
@@ -500,7 +508,7 @@ impl Library {
             let class = mech.key_class(Op::Derive).ok_or(Error(CKR_MECHANISM_INVALID))?;
             check_key(&obj, &mech, class, CKA_DERIVE)?;
             check_context_login(&obj, authorized)?;
-            let derived = mech.family().derive(&mech, obj.key(class)?)?;
+            let derived = mech.family().derive(&mech, use_key(&s.token, &obj, class)?)?;
             let secret = derived.secret;
             let mut t = policy::derive_template(&obj.attrs, template)?.into_attributes();
             if t.class().is_some_and(|c| c != CKO_SECRET_KEY) {

@@ -15,6 +15,7 @@ pub mod policy;
 pub mod records;
 mod session;
 mod slot;
+pub mod usage;
 
 pub use crypto::Arg;
 pub use library::{Library, Output, TokenInfo};

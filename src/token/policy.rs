@@ -3,7 +3,8 @@
 //! and which way (`ONE_WAY`, `check_change`, for set and copy alike; `copy_attributes` for the
 //! rest of a copy), what every stored object satisfies (`check_invariants`), what wrapping,
 //! unwrapping and deriving keys allow (`check_wrap`, `check_unwrap`, `unwrap_template`,
-//! `derive_template`), and what a search may compare (`search_matches`). Template values arrive already shape-checked
+//! `derive_template`), what a search may compare (`search_matches`), and the usage limit's
+//! rule (`check_usage_limit`). Template values arrive already shape-checked
 //! (`Template::parse`). An asymmetric key's own attributes (its key material, which of it is
 //! required and which secret) come from its key type's model (`mechanism::KeyModel`), a
 //! secret key's lengths from its type's description (`mechanism::SecretKeyType`); every rule
@@ -17,7 +18,7 @@
 //! such a key out in the clear. Every key that may not decrypt unwraps under the same two
 //! rules, so that unwrapping is no way to decrypt with it either.
 
-use super::attributes::{ulong_bytes, Attributes, Template};
+use super::attributes::{ulong_bytes, Attributes, Template, CKA_USAGE_COUNT, CKA_USAGE_LIMIT, ULONG_LEN};
 use crate::error::{fail_because, Result};
 use crate::mechanism::{key_model, key_models, secret_key_type};
 use cryptoki_sys::*;
@@ -130,8 +131,11 @@ fn key_material(class: CK_OBJECT_CLASS, key_type: Option<CK_KEY_TYPE>) -> &'stat
 }
 
 /// Attributes an object of this class (and key type) may carry (vendor-defined ones are
-/// always allowed).
+/// always allowed, but for the usage attributes: private and secret keys only).
 pub fn valid_for(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
+    if matches!(t, CKA_USAGE_COUNT | CKA_USAGE_LIMIT) {
+        return matches!(attrs.class(), Some(CKO_PRIVATE_KEY | CKO_SECRET_KEY));
+    }
     if t >= CKA_VENDOR_DEFINED || COMMON.contains(&t) {
         return true;
     }
@@ -168,8 +172,55 @@ pub fn is_hidden(attrs: &Attributes, t: CK_ATTRIBUTE_TYPE) -> bool {
 fn token_managed(t: CK_ATTRIBUTE_TYPE) -> bool {
     matches!(
         t,
-        CKA_LOCAL | CKA_ALWAYS_SENSITIVE | CKA_NEVER_EXTRACTABLE | CKA_KEY_GEN_MECHANISM | CKA_UNIQUE_ID
+        CKA_LOCAL
+            | CKA_ALWAYS_SENSITIVE
+            | CKA_NEVER_EXTRACTABLE
+            | CKA_KEY_GEN_MECHANISM
+            | CKA_UNIQUE_ID
+            | CKA_USAGE_COUNT
     )
+}
+
+/// The usage limit's rule, written once (`token::usage` counts the uses). Applied to every
+/// template value of `CKA_USAGE_LIMIT` or `CKA_USAGE_COUNT`: `old` is the object's value for
+/// a change (`C_SetAttributeValue`, `C_CopyObject`), `None` for a new object (create,
+/// generate, unwrap, derive).
+///
+/// - `CKA_USAGE_COUNT` is the token's: no template sets it (`CKR_ATTRIBUTE_READ_ONLY`).
+/// - `CKA_USAGE_LIMIT` is at least 1 (a key of 0 uses is a key to destroy).
+/// - It is set once, when the key is made or later on a key without one, and afterwards only
+///   lowered: raising it would hand back uses the limit was set to deny
+///   (`CKR_ATTRIBUTE_READ_ONLY`). Lowering it to the count or below uses the key up.
+///
+/// Which objects may carry a limit (private and secret keys, `valid_for`, stored on the token,
+/// `check_invariants`) and that a limited key is not copied (`copy_attributes`) are the
+/// rule's other two halves.
+pub fn check_usage_limit(old: Option<&Attributes>, t: CK_ATTRIBUTE_TYPE, new: &[u8]) -> Result<()> {
+    if t == CKA_USAGE_COUNT {
+        return fail_because(
+            CKR_ATTRIBUTE_READ_ONLY,
+            "CKA_USAGE_COUNT is counted by the token; set CKA_USAGE_LIMIT instead",
+        );
+    }
+    if t != CKA_USAGE_LIMIT {
+        return Ok(());
+    }
+    let Some(limit) = <[u8; ULONG_LEN]>::try_from(new).ok().map(CK_ULONG::from_ne_bytes) else {
+        return fail_because(CKR_ATTRIBUTE_VALUE_INVALID, "CKA_USAGE_LIMIT is a CK_ULONG");
+    };
+    if limit == 0 {
+        return fail_because(
+            CKR_ATTRIBUTE_VALUE_INVALID,
+            "CKA_USAGE_LIMIT must be at least 1 (to retire a key, destroy it)",
+        );
+    }
+    match old.and_then(|o| o.ulong(CKA_USAGE_LIMIT)) {
+        Some(was) if limit > was => fail_because(
+            CKR_ATTRIBUTE_READ_ONLY,
+            format!("CKA_USAGE_LIMIT is {was} and may only be lowered, not raised to {limit}"),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The attributes that, once an object exists, may move one way only, and the value they may
@@ -220,6 +271,12 @@ pub fn check_invariants(a: &Attributes) -> Result<()> {
         return fail_because(
             CKR_TEMPLATE_INCONSISTENT,
             "private and secret keys stored on the token must have CKA_PRIVATE true (their key material opens only after a user login)",
+        );
+    }
+    if a.contains(CKA_USAGE_LIMIT) && !a.is_token() {
+        return fail_because(
+            CKR_TEMPLATE_INCONSISTENT,
+            "CKA_USAGE_LIMIT needs CKA_TOKEN true: the uses are counted in the token store, for every process and host",
         );
     }
     if a.bool_or(CKA_ALWAYS_AUTHENTICATE, false) && !a.is_private() {
@@ -278,7 +335,10 @@ fn check_who_sets(a: &Attributes, so_logged_in: bool) -> Result<()> {
             format!("attribute 0x{t:x} is set by the token, not the application"),
         );
     }
-    a.iter().try_for_each(|(t, v)| check_so_only(t, v, so_logged_in))
+    a.iter().try_for_each(|(t, v)| {
+        check_so_only(t, v, so_logged_in)?;
+        check_usage_limit(None, t, v)
+    })
 }
 
 /// `CKA_TOKEN` false and `CKA_PRIVATE` true for keys with secret material, as PKCS#11 leaves
@@ -501,6 +561,7 @@ pub fn check_change(
             format!("attribute 0x{t:x} does not belong to this object"),
         );
     }
+    check_usage_limit(Some(obj), t, new)?;
     let read_only = |why: &str| {
         fail_because(
             CKR_ATTRIBUTE_READ_ONLY,
@@ -572,6 +633,12 @@ pub fn copy_attributes(obj: &Attributes, template: &Attributes, so_logged_in: bo
         return fail_because(
             CKR_ACTION_PROHIBITED,
             "the object has CKA_TRUSTED true: only the security officer copies a trusted object",
+        );
+    }
+    if obj.contains(CKA_USAGE_LIMIT) {
+        return fail_because(
+            CKR_ACTION_PROHIBITED,
+            "the key has a CKA_USAGE_LIMIT: a copy would count its uses afresh",
         );
     }
     let mut a = obj.clone();

@@ -68,6 +68,23 @@ fn read_all(b: &dyn Backend) -> Result<Vec<(TokenRow, Vec<ObjectRow>)>> {
         .collect()
 }
 
+/// The uses counted of every limited key among `rows` (slot, id, uses): a copied key keeps
+/// its count, so a copy of the store is no way around a usage limit.
+fn read_uses(b: &dyn Backend, rows: &[(TokenRow, Vec<ObjectRow>)]) -> Result<Vec<(u64, u64, u64)>> {
+    let mut uses = Vec::new();
+    for (t, objects) in rows {
+        for o in objects {
+            let n = b
+                .use_count(t.slot_id, o.id)
+                .map_err(|e| format!("cannot read the key uses of {}: {e}", b.location()))?;
+            if n > 0 {
+                uses.push((t.slot_id, o.id, n));
+            }
+        }
+    }
+    Ok(uses)
+}
+
 fn label(t: &TokenRow) -> String {
     String::from_utf8_lossy(&t.label).trim_end().to_string()
 }
@@ -77,6 +94,7 @@ pub fn run(a: CopyStore) -> Result<()> {
     ferrohsm::logging::init(None);
     let from = open(&a.from, false)?;
     let rows = read_all(&*from)?;
+    let uses = read_uses(&*from, &rows)?;
     let objects: usize = rows.iter().map(|(_, o)| o.len()).sum();
     // A dry run makes no SQLite store where there is none.
     let to = if a.dry_run && !is_url(&a.to) && !PathBuf::from(&a.to).join(backend::sqlite::DB_NAME).exists() {
@@ -132,12 +150,16 @@ pub fn run(a: CopyStore) -> Result<()> {
                 progress.inc(1);
             }
         }
+        for &(slot, id, n) in &uses {
+            tx.import_uses(slot, id, n)?;
+        }
         Ok(())
     })
     .map_err(|e| format!("cannot write to {target} ({e}); nothing was copied"))?;
     progress.finish_and_clear();
-    // Read back: every row as it was (the generations start anew).
+    // Read back: every row as it was (the generations start anew), every count of uses too.
     let copied = read_all(&*to)?;
+    let copied_uses = read_uses(&*to, &copied)?;
     let same = copied.len() == rows.len()
         && copied.iter().zip(&rows).all(|((ct, co), (t, o))| {
             TokenRow {
@@ -147,7 +169,8 @@ pub fn run(a: CopyStore) -> Result<()> {
                 generation: 0,
                 ..t.clone()
             } && co == o
-        });
+        })
+        && copied_uses == uses;
     if !same {
         return Err(format!(
             "{target} does not read back what was copied into it; do not use it, and report this"

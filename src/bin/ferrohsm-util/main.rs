@@ -10,7 +10,7 @@ mod speed;
 mod speed_ec;
 mod speed_pq;
 
-use ferrohsm::cli::{docs, pki, tokens};
+use ferrohsm::cli::{docs, pki, tokens, usage};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -46,6 +46,8 @@ enum Command {
     SetPin(tokens::SetPin),
     /// Replace the token key (every object sealed again) without changing a PIN.
     RotateKey(tokens::RotateKey),
+    /// Show or set the usage limit of keys (set once, then only lowered).
+    UsageLimit(usage::UsageLimit),
     /// Measure RSA and EC signing throughput through the module, openssl-speed style.
     Speed(speed::Speed),
     /// Benchmark any PKCS#11 modules side by side (sign/s, latency, ratio to the first).
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Command::DeleteToken(a) => tokens::delete_token(a),
         Command::SetPin(a) => tokens::set_pin(cli.module.as_deref(), a),
         Command::RotateKey(a) => tokens::rotate_key(a),
+        Command::UsageLimit(a) => usage::usage_limit(cli.module.as_deref(), a),
         Command::Speed(a) => speed::run(cli.module.as_deref(), a),
         Command::Bench(a) => bench::run(a),
         Command::MigrateSofthsm(a) => migrate::run(a),

@@ -26,6 +26,10 @@ enum Undo {
 #[derive(Default)]
 pub struct MemoryBackend {
     state: Mutex<State>,
+    /// Uses of limited keys by object id (`Backend::count_use`); apart from `state`, as the
+    /// other backends keep them in a table of their own. Ids are never reused, so the count
+    /// of a destroyed key is never read again.
+    uses: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl MemoryBackend {
@@ -37,6 +41,8 @@ impl MemoryBackend {
 struct MemTx<'a> {
     state: &'a mut State,
     journal: Vec<Undo>,
+    /// `import_uses` of this transaction, kept into `MemoryBackend::uses` when it commits.
+    uses: Vec<(u64, u64)>,
 }
 
 impl MemTx<'_> {
@@ -188,6 +194,14 @@ impl Tx for MemTx<'_> {
         }
     }
 
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        if self.state.objects.get(&id).is_none_or(|(s, _)| *s != slot) {
+            return crate::error::fail(CKR_KEY_HANDLE_INVALID);
+        }
+        self.uses.push((id, uses));
+        Ok(())
+    }
+
     fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()> {
         if self.state.objects.contains_key(&row.id) {
             return crate::error::fail_because(
@@ -253,6 +267,25 @@ impl Backend for MemoryBackend {
             .collect())
     }
 
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        // The state's lock first: the key cannot be destroyed while its use is counted.
+        let state = self.state.lock();
+        if state.objects.get(&id).is_none_or(|(s, _)| *s != slot) {
+            return crate::error::fail(CKR_KEY_HANDLE_INVALID);
+        }
+        let mut uses = self.uses.lock();
+        let n = uses.entry(id).or_default();
+        if *n >= limit {
+            return Ok(None);
+        }
+        *n += 1;
+        Ok(Some(*n))
+    }
+
+    fn use_count(&self, _slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        Ok(self.uses.lock().get(&id).copied().unwrap_or(0))
+    }
+
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
         let state = self.state.lock();
         Ok(TagScan {
@@ -271,9 +304,13 @@ impl Backend for MemoryBackend {
         let mut tx = MemTx {
             state: &mut state,
             journal: Vec::new(),
+            uses: Vec::new(),
         };
         match f(&mut tx) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.uses.lock().extend(tx.uses);
+                Ok(())
+            }
             Err(e) => {
                 tx.rollback();
                 Err(e)

@@ -168,6 +168,15 @@ pub trait Backend: Send + Sync {
     /// (a read transaction), so the two agree whatever other writers do meanwhile; an index
     /// scan, without the rows' values.
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan>;
+    /// Counts one use of the limited key `id` of `slot` if fewer than `limit` are counted, in
+    /// the backend's own table of uses (`sqlite/usage.rs`, `postgres/usage.rs`; the token's
+    /// side is `token::usage`): one atomic change, taken before the
+    /// key is used, serialised with every process and host as a write is. The count after it;
+    /// `Ok(None)` when `limit` uses are counted already (nothing counted). A key no longer in
+    /// the store is `CKR_KEY_HANDLE_INVALID`.
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>>;
+    /// The uses counted of the key `id` of `slot`: 0 for one never counted.
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64>;
     /// Runs `f` as one transaction: everything it wrote is committed when it returns `Ok`,
     /// nothing when it returns an error (which `write` returns). Writers are serialised with
     /// every other writer of the store, in any process or host (SQLite: BEGIN IMMEDIATE;
@@ -217,6 +226,9 @@ pub trait Tx {
     /// Writes a row with the id it has (`ferrohsm-util copy-store`: seals name their object's
     /// id, so a copied row keeps it); ids allocated later come after it.
     fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()>;
+    /// Sets the uses counted of the key `id`, imported with `import_object` in this
+    /// transaction (`copy-store`: a copied limited key keeps its count, `Backend::count_use`).
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()>;
     /// Whether there was one.
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool>;
     fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()>;

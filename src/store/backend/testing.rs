@@ -105,6 +105,14 @@ impl<B: Backend> Backend for Probe<B> {
         self.inner.tags(slot)
     }
 
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        self.inner.count_use(slot, id, limit)
+    }
+
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        self.inner.use_count(slot, id)
+    }
+
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         self.calls.write.fetch_add(1, SeqCst);
         if self.calls.refuse_writes.load(SeqCst) {
@@ -169,6 +177,9 @@ impl Tx for FailingTx<'_> {
     }
     fn import_object(&mut self, slot: CK_SLOT_ID, row: &ObjectRow) -> Result<()> {
         self.tx.import_object(slot, row)
+    }
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        self.tx.import_uses(slot, id, uses)
     }
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {
         self.tx.delete_object(slot, id)

@@ -534,6 +534,14 @@ impl Store for Sealed {
     fn generation(&self, slot: CK_SLOT_ID) -> Result<u64> {
         self.backend.generation(slot)
     }
+
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        self.backend.count_use(slot, id, limit)
+    }
+
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        self.backend.use_count(slot, id)
+    }
 }
 
 impl Drop for Sealed {

@@ -15,6 +15,7 @@
 
 mod conn;
 mod schema;
+mod usage;
 
 use super::{tag_head, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::{fail_because, Error, Result};
@@ -390,6 +391,14 @@ impl Backend for PostgresBackend {
         })
     }
 
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        self.count_use_now(slot, id, limit)
+    }
+
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        self.use_count_now(slot, id)
+    }
+
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
         self.read(|c| {
             // One snapshot for both reads: REPEATABLE READ.
@@ -632,6 +641,11 @@ impl Tx for PgTx<'_, '_> {
             &[],
         )
         .map(|_| ())
+    }
+
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        self.change(usage::IMPORT_SQL, &[&(id as i64), &(slot as i64), &(uses as i64)])
+            .map(|_| ())
     }
 
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {

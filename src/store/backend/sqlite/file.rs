@@ -5,7 +5,9 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-pub(super) const SCHEMA_VERSION: i64 = 5;
+/// Version 6 is the audit trail's step (branch `audit`); version 7 the uses of limited keys
+/// (`super::usage::SCHEMA_USAGE`).
+pub(super) const SCHEMA_VERSION: i64 = 7;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -123,6 +125,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     }
     if version < 5 {
         tx.execute_batch(SCHEMA_V5).map_err(bad)?;
+    }
+    if version < 7 {
+        tx.execute_batch(super::usage::SCHEMA_USAGE).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(bad)?;
@@ -281,6 +286,7 @@ fn create_new(dir: &Path, path: &Path, modes: Modes) -> std::result::Result<(), 
         tx.execute_batch(SCHEMA_V3)?;
         tx.execute_batch(SCHEMA_V4)?;
         tx.execute_batch(SCHEMA_V5)?;
+        tx.execute_batch(super::usage::SCHEMA_USAGE)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         tx.commit()?;
         c.pragma_update(None, "journal_mode", "WAL")?;

@@ -3,6 +3,7 @@
 //! above made every wrap, seal and keyed hash they hold.
 
 mod file;
+mod usage;
 
 pub use file::{DB_NAME, MARKER_NAME};
 
@@ -270,6 +271,14 @@ impl Backend for SqliteBackend {
         Ok(matches)
     }
 
+    fn count_use(&self, slot: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>> {
+        self.count_use_now(slot, id, limit)
+    }
+
+    fn use_count(&self, slot: CK_SLOT_ID, id: u64) -> Result<u64> {
+        self.use_count_now(slot, id)
+    }
+
     fn tags(&self, slot: CK_SLOT_ID) -> Result<TagScan> {
         self.read(|c| {
             // One read transaction: the summary and the tags come from the same snapshot.
@@ -515,6 +524,11 @@ impl Tx for SqliteTx<'_> {
             ],
         )
         .map(|_| ())
+    }
+
+    fn import_uses(&mut self, slot: CK_SLOT_ID, id: u64, uses: u64) -> Result<()> {
+        self.change(usage::IMPORT_SQL, params![id as i64, slot as i64, uses as i64])
+            .map(|_| ())
     }
 
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool> {

@@ -379,6 +379,47 @@ fn replaced_store_is_detected_before_writes_and_logins() {
     key_still_signs(&p, slot, &pk);
 }
 
+/// The store file cut short in place while the module has it open (another process, a disk
+/// full mid-copy): reads and writes answer errors, the process lives (a memory-mapped read
+/// past the new end was SIGBUS, which ends it), and a new session and login are refused
+/// rather than answered from what was cached.
+#[test]
+fn a_store_file_cut_short_under_the_module_is_an_error_not_a_crash() {
+    let env = TestEnv::new();
+    let store = env.dir.path().join("cut");
+    configure(&env, &store);
+    let p = load();
+    let (slot, _) = token_with_key(&p);
+    // Enough objects that the file has many pages, then the file cut to its first page.
+    let s = user_session(&p, slot);
+    for i in 0..64u32 {
+        s.create_object(&[
+            Attribute::Class(ObjectClass::DATA),
+            Attribute::Token(true),
+            Attribute::Label(format!("filler {i}").into_bytes()),
+            Attribute::Value(vec![i as u8; 2048]),
+        ])
+        .unwrap();
+    }
+    s.logout().unwrap();
+    s.close().unwrap();
+    checkpoint(&store);
+    let db = std::fs::OpenOptions::new()
+        .write(true)
+        .open(store.join("ferrohsm.db"))
+        .unwrap();
+    db.set_len(4096).unwrap();
+    drop(db);
+    generate_fails(&p, slot, RvError::DeviceError);
+    // Whatever reads answer (pages may be cached), every one answers.
+    let s = p.open_rw_session(slot).unwrap();
+    let _ = s.login(UserType::User, Some(&pin(USER_PIN)));
+    let _ = s.find_objects(&[Attribute::Class(ObjectClass::DATA)]);
+    let _ = p.get_token_info(slot);
+    drop(s);
+    p.finalize().unwrap();
+}
+
 /// C_Initialize on a store file that is not a ferrohsm database: CKR_GENERAL_ERROR, a log line
 /// naming the file, and the file exactly as it was.
 fn refused_at_initialize(contents: &[u8], expected_in_log: &str) {

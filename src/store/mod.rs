@@ -114,6 +114,11 @@ pub enum Found {
 pub trait Store: Send + Sync {
     /// Every initialised token, in slot order. The free slot is the one after the last.
     fn tokens(&self) -> Result<Vec<TokenRecord>>;
+    /// How many tokens the store holds, read from where it lives, past any cache: what a
+    /// health check asks (`ferrohsm-server`'s `/health`).
+    fn probe(&self) -> Result<usize> {
+        self.tokens().map(|t| t.len())
+    }
     /// Initialises a token: a new one in the free slot, or, when `slot_id` holds a token whose
     /// SO PIN is `so_pin`, re-initialises it (objects and user PIN dropped, serial kept).
     /// With `user_pin`, the user PIN is set in the same transaction: no process that dies

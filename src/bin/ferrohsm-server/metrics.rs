@@ -284,13 +284,11 @@ pub async fn serve(addr: String, metrics: Arc<Metrics>, store: Arc<dyn Store>) -
                             metrics.render(),
                         ),
                         (&Method::GET, "/health") => {
-                            let read = tokio::task::spawn_blocking(move || store.tokens()).await;
+                            let read = tokio::task::spawn_blocking(move || store.probe()).await;
                             match read {
-                                Ok(Ok(t)) => reply(
-                                    StatusCode::OK,
-                                    "text/plain",
-                                    format!("ok: {} token(s)\n", t.len()),
-                                ),
+                                Ok(Ok(t)) => {
+                                    reply(StatusCode::OK, "text/plain", format!("ok: {t} token(s)\n"))
+                                }
                                 Ok(Err(e)) => reply(
                                     StatusCode::SERVICE_UNAVAILABLE,
                                     "text/plain",

@@ -146,6 +146,11 @@ pub trait Backend: Send + Sync {
     fn location(&self) -> String;
     /// Every token, in slot order.
     fn tokens(&self) -> Result<Vec<TokenRow>>;
+    /// How many tokens there are, read from the store itself, not from a cache of pages
+    /// (`Store::probe`).
+    fn probe(&self) -> Result<usize> {
+        self.tokens().map(|t| t.len())
+    }
     /// The generation of a token; 0 when there is none.
     fn generation(&self, slot: CK_SLOT_ID) -> Result<u64>;
     fn object(&self, slot: CK_SLOT_ID, id: u64) -> Result<Option<ObjectRow>>;

@@ -308,6 +308,10 @@ impl Store for Sealed {
         Ok(self.backend.tokens()?.iter().map(record).collect())
     }
 
+    fn probe(&self) -> Result<usize> {
+        self.backend.probe()
+    }
+
     fn init_token(
         &self,
         slot: CK_SLOT_ID,

@@ -12,8 +12,8 @@ pub(super) const WRITE_LOCK: i64 = 0x6665_7272_6f68_736d & i64::MAX;
 /// Migration `i` brings the schema from version `i` to `i + 1`; the current version is
 /// their number. Version 1 holds what SQLite's version 2 holds, version 2 what its version 3
 /// holds (the token epoch), version 3 what its version 4 holds (PIN attempts in flight), version 4
-/// what its version 5 holds (authenticated records), version 5 what its version 7 holds (the
-/// uses of limited keys, `super::usage`; SQLite's version 6 is the audit trail's step).
+/// what its version 5 holds (authenticated records), version 5 what its version 6 holds (the
+/// uses of limited keys, `super::usage`).
 const MIGRATIONS: &[&str] = &[
     "
 CREATE TABLE ferrohsm_schema (version INTEGER NOT NULL);

@@ -5,9 +5,8 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-/// Version 6 is the audit trail's step (branch `audit`); version 7 the uses of limited keys
-/// (`super::usage::SCHEMA_USAGE`).
-pub(super) const SCHEMA_VERSION: i64 = 7;
+/// Version 6 adds the uses of limited keys (`super::usage::SCHEMA_USAGE`).
+pub(super) const SCHEMA_VERSION: i64 = 6;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -126,7 +125,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     if version < 5 {
         tx.execute_batch(SCHEMA_V5).map_err(bad)?;
     }
-    if version < 7 {
+    if version < 6 {
         tx.execute_batch(super::usage::SCHEMA_USAGE).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)

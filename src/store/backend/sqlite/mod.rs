@@ -157,11 +157,11 @@ impl SqliteBackend {
             c.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
                 .map_err(|e| self.read_err(e))?;
             // A million-key store is 4 GB: a find by id then reads an index leaf and a row
-            // that are rarely in SQLite's default 2 MiB page cache. Mapped, those reads are
-            // the kernel's page cache without a pread and a copy each (up to the 2 GiB the
-            // bundled SQLite allows); the larger cache keeps the index's inner pages.
-            c.pragma_update(None, "mmap_size", 2_147_418_112i64)
-                .map_err(|e| self.read_err(e))?;
+            // that are rarely in SQLite's default 2 MiB page cache; the larger cache keeps the
+            // index's inner pages. The file is not memory-mapped (SQLite's default, kept):
+            // mapped, a store file cut short by anyone who can write it killed the process
+            // with SIGBUS at its next read (the signer itself, or ferrohsm-server;
+            // tests/store_faults.rs), where a read gives an error to answer.
             c.pragma_update(None, "cache_size", -16_384i64)
                 .map_err(|e| self.read_err(e))?;
             *slot = Some(c);
@@ -203,6 +203,17 @@ fn find_sql(slot: CK_SLOT_ID, q: &RowQuery, columns: &str) -> (String, Vec<rusql
 impl Backend for SqliteBackend {
     fn location(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn probe(&self) -> Result<usize> {
+        // A connection of its own, opened for this: the kept ones trust the pages they
+        // cached while the WAL index says nothing changed, so a database file overwritten
+        // under them would still read as it was.
+        let c = Connection::open_with_flags(&self.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| self.read_err(e))?;
+        c.query_row("SELECT count(*) FROM tokens", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as usize)
+            .map_err(|e| self.read_err(e))
     }
 
     fn tokens(&self) -> Result<Vec<TokenRow>> {

@@ -8,7 +8,7 @@ use crate::error::{fail, Result};
 use cryptoki_sys::*;
 use rusqlite::{params, OptionalExtension};
 
-/// Schema version 7's step. A row per key counted at least once; it goes with its object
+/// Schema version 6's step. A row per key counted at least once; it goes with its object
 /// (`ON DELETE CASCADE`, keyed on the object id, which is unique across the store).
 pub(super) const SCHEMA_USAGE: &str = "
 CREATE TABLE key_uses (

@@ -9,6 +9,7 @@
 //! parts (`ObjectRecord`): which attributes are secret is PKCS#11 policy, decided in `token/`.
 //! The store knows bytes, rows and transactions, and never imports `token/`.
 
+pub mod audit;
 pub mod backend;
 pub mod sealed;
 
@@ -180,6 +181,13 @@ pub trait Store: Send + Sync {
     fn destroy(&self, slot_id: CK_SLOT_ID, id: u64, version: u64) -> Result<()>;
     /// A number that changes whenever any object of the token changes, in any process.
     fn generation(&self, slot_id: CK_SLOT_ID) -> Result<u64>;
+    /// Records the event under way (`audit::intent`) that changes nothing in the store (a
+    /// key leaving by `C_WrapKey`), naming the object (id, class, label); the caller refuses
+    /// the operation when it cannot be recorded.
+    fn audit(&self, slot_id: CK_SLOT_ID, object: Option<(u64, Option<u64>, Option<&[u8]>)>) -> Result<()> {
+        let _ = (slot_id, object);
+        Ok(())
+    }
 }
 
 pub const MAX_OBJECT_ID: u64 = 1 << 31;

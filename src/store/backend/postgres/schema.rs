@@ -59,6 +59,8 @@ ALTER TABLE tokens ADD COLUMN summary BYTEA;
 ALTER TABLE tokens ADD COLUMN owners BYTEA;
 CREATE INDEX objects_tags ON objects(slot_id, id) INCLUDE (tag) WHERE tag IS NOT NULL;
 ",
+    // Version 5, SQLite's 6: the audit chain.
+    super::audit::SCHEMA_AUDIT,
 ];
 
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-pub(super) const SCHEMA_VERSION: i64 = 5;
+pub(super) const SCHEMA_VERSION: i64 = 6;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -81,6 +81,8 @@ ALTER TABLE tokens ADD COLUMN owners BLOB;
 CREATE INDEX objects_tags ON objects(slot_id, tag);
 ";
 
+// Version 6: the audit chain (`super::audit::SCHEMA_AUDIT`).
+
 /// Brings the schema to `SCHEMA_VERSION`, in one transaction, refusing a newer one.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result<(), String> {
     let bad = |e: rusqlite::Error| {
@@ -123,6 +125,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     }
     if version < 5 {
         tx.execute_batch(SCHEMA_V5).map_err(bad)?;
+    }
+    if version < 6 {
+        tx.execute_batch(super::audit::SCHEMA_AUDIT).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(bad)?;
@@ -281,6 +286,7 @@ fn create_new(dir: &Path, path: &Path, modes: Modes) -> std::result::Result<(), 
         tx.execute_batch(SCHEMA_V3)?;
         tx.execute_batch(SCHEMA_V4)?;
         tx.execute_batch(SCHEMA_V5)?;
+        tx.execute_batch(super::audit::SCHEMA_AUDIT)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         tx.commit()?;
         c.pragma_update(None, "journal_mode", "WAL")?;

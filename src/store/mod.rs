@@ -184,7 +184,7 @@ pub trait Store: Send + Sync {
     /// Records the event under way (`audit::intent`) that changes nothing in the store (a
     /// key leaving by `C_WrapKey`), naming the object (id, class, label); the caller refuses
     /// the operation when it cannot be recorded.
-    fn audit(&self, slot_id: CK_SLOT_ID, object: Option<(u64, Option<u64>, Option<&[u8]>)>) -> Result<()> {
+    fn audit(&self, slot_id: CK_SLOT_ID, object: Option<audit::Named>) -> Result<()> {
         let _ = (slot_id, object);
         Ok(())
     }

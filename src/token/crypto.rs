@@ -16,6 +16,7 @@ use crate::mechanism::{self, Mechanism, Op};
 use crate::store::audit::{
     event,
     intent::{during, Intent},
+    Named,
 };
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
@@ -441,7 +442,11 @@ impl Library {
             }
             // No key leaves without its record.
             let intent = Intent::new(event::WRAP_KEY).mechanism(mech.mechanism_type());
-            let subject = (target.handle, target.attrs.class(), target.attrs.get(CKA_LABEL));
+            let subject = Named {
+                id: target.handle,
+                class: target.attrs.class(),
+                label: target.attrs.get(CKA_LABEL),
+            };
             during(intent, || self.store.audit(s.token.slot_id, Some(subject)))?;
             Ok(Output::Data(Zeroizing::new(wrapped)))
         })

@@ -93,6 +93,14 @@ pub struct Entry {
     pub hash: String,
 }
 
+/// An object as a record names it (`Store::audit`).
+#[derive(Debug, Clone, Copy)]
+pub struct Named<'a> {
+    pub id: u64,
+    pub class: Option<u64>,
+    pub label: Option<&'a [u8]>,
+}
+
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

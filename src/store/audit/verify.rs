@@ -68,11 +68,10 @@ pub fn verify<'a>(lines: impl IntoIterator<Item = &'a str>, key: &VerifyingKey) 
             .filter(|p| p.len() == 32)
             .ok_or_else(|| broken(r.seq, "its prev is not a SHA-256 in hex".into()))?;
         match &before {
-            None if r.seq == 1 => {
-                if prev != chain::ZERO {
-                    return Err(broken(1, "the first record names a record before it".into()));
-                }
+            None if r.seq == 1 && prev != chain::ZERO => {
+                return Err(broken(1, "the first record names a record before it".into()));
             }
+            None if r.seq == 1 => {}
             None if r.event != event::CHECKPOINT => {
                 return Err(broken(
                     r.seq,

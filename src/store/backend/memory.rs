@@ -2,7 +2,7 @@
 //! keeps the same rows as SQLite, so the sealed layer above it behaves exactly as it does on
 //! disk (logins, sealing, lockout). A transaction that fails is undone from its journal.
 
-use super::{AuditRow, Backend, Match, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{AuditKey, AuditRow, Backend, Match, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::Result;
 use crate::store::MAX_OBJECT_ID;
 use cryptoki_sys::*;
@@ -25,7 +25,7 @@ enum Undo {
     Token(CK_SLOT_ID, Option<TokenRow>),
     Object(u64, Option<(CK_SLOT_ID, ObjectRow)>),
     /// A token's audit records and key as they were.
-    Audit(CK_SLOT_ID, Vec<AuditRow>, Option<(Vec<u8>, Vec<u8>)>),
+    Audit(CK_SLOT_ID, Vec<AuditRow>, Option<AuditKey>),
 }
 
 #[derive(Default)]
@@ -262,7 +262,7 @@ impl Tx for MemTx<'_> {
         Ok(())
     }
 
-    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>> {
         Ok(self.state.audit_keys.get(&slot).cloned())
     }
 

@@ -94,6 +94,9 @@ pub struct AuditRow {
     pub hash: Vec<u8>,
 }
 
+/// A token's audit key as a backend keeps it: its public half, and its private half sealed.
+pub type AuditKey = (Vec<u8>, Vec<u8>);
+
 /// A row `Backend::find` matched: all of it, or only its id where the caller holds that
 /// object unchanged already (`known`), so a backend that can match on its indexes alone need
 /// not read the row's values (SQLite: a warm find reads no table page). A `Known` match may
@@ -239,7 +242,7 @@ pub trait Tx {
     /// trail and the audit key (the token is deleted).
     fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()>;
     /// The token's audit key: its public half and its private half sealed (`store::audit`).
-    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>>;
     fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()>;
 }
 

@@ -189,7 +189,7 @@ impl Tx for FailingTx<'_> {
     fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()> {
         self.tx.audit_prune(slot, seq)
     }
-    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<super::AuditKey>> {
         self.tx.audit_key(slot)
     }
     fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()> {

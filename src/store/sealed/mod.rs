@@ -425,11 +425,11 @@ impl Store for Sealed {
         }
     }
 
-    fn audit(&self, slot: CK_SLOT_ID, object: Option<(u64, Option<u64>, Option<&[u8]>)>) -> Result<()> {
-        let subject = object.map_or_else(audit::Subject::default, |(id, class, label)| audit::Subject {
-            id: Some(id),
-            class,
-            label: label.map(<[u8]>::to_vec),
+    fn audit(&self, slot: CK_SLOT_ID, object: Option<crate::store::audit::Named>) -> Result<()> {
+        let subject = object.map_or_else(audit::Subject::default, |o| audit::Subject {
+            id: Some(o.id),
+            class: o.class,
+            label: o.label.map(<[u8]>::to_vec),
         });
         let ev = Self::event_or(crate::store::audit::event::WRAP_KEY);
         self.audit_alone(slot, ev, subject, false)

@@ -3,7 +3,7 @@
 //! transaction reads is the one its record follows.
 
 use super::conn::Conn;
-use crate::store::backend::AuditRow;
+use crate::store::backend::{AuditKey, AuditRow};
 use cryptoki_sys::CK_SLOT_ID;
 use postgres::{GenericClient, Row};
 
@@ -75,10 +75,7 @@ pub(super) fn prune(c: &mut impl GenericClient, slot: CK_SLOT_ID, seq: u64) -> R
     )
 }
 
-pub(super) fn key(
-    c: &mut impl GenericClient,
-    slot: CK_SLOT_ID,
-) -> Result<Option<(Vec<u8>, Vec<u8>)>, postgres::Error> {
+pub(super) fn key(c: &mut impl GenericClient, slot: CK_SLOT_ID) -> Result<Option<AuditKey>, postgres::Error> {
     Ok(c.query_opt(
         "SELECT public, sealed FROM audit_keys WHERE slot_id = $1",
         &[&(slot as i64)],

@@ -17,7 +17,9 @@ mod audit;
 mod conn;
 mod schema;
 
-use super::{tag_head, AuditRow, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{
+    tag_head, AuditKey, AuditRow, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx,
+};
 use crate::error::{fail_because, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use conn::{Conn, Options, Pool};
@@ -671,7 +673,7 @@ impl Tx for PgTx<'_, '_> {
             .map_err(|e| self.backend.db_err("write", &e))
     }
 
-    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>> {
         audit::key(self.tx, slot).map_err(|e| self.backend.db_err("read", &e))
     }
 

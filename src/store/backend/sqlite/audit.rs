@@ -1,7 +1,7 @@
 //! The audit chain's tables in SQLite (`store::audit`): the records of each token in order,
 //! and each token's audit key. Rows only; what they mean is the audit module's.
 
-use crate::store::backend::AuditRow;
+use crate::store::backend::{AuditKey, AuditRow};
 use cryptoki_sys::CK_SLOT_ID;
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -69,7 +69,7 @@ pub(super) fn prune(c: &Connection, slot: CK_SLOT_ID, seq: u64) -> rusqlite::Res
         .execute(params![slot as i64, seq as i64])
 }
 
-pub(super) fn key(c: &Connection, slot: CK_SLOT_ID) -> rusqlite::Result<Option<(Vec<u8>, Vec<u8>)>> {
+pub(super) fn key(c: &Connection, slot: CK_SLOT_ID) -> rusqlite::Result<Option<AuditKey>> {
     c.prepare_cached("SELECT public, sealed FROM audit_keys WHERE slot_id = ?1")?
         .query_row(params![slot as i64], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()

@@ -7,7 +7,9 @@ mod file;
 
 pub use file::{DB_NAME, MARKER_NAME};
 
-use super::{tag_head, AuditRow, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{
+    tag_head, AuditKey, AuditRow, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx,
+};
 use crate::error::{fail, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use cryptoki_sys::*;
@@ -554,7 +556,7 @@ impl Tx for SqliteTx<'_> {
             .map_err(|e| self.backend.write_err(e))
     }
 
-    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>> {
         audit::key(self.tx, slot).map_err(|e| self.backend.read_err(e))
     }
 

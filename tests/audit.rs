@@ -200,11 +200,16 @@ fn every_event_leaves_its_record() {
 /// A token with records, an audit key and checkpoints; the exported log's lines and the
 /// public key's file.
 fn signed_log(t: &TestEnv) -> (Vec<String>, PathBuf) {
+    signed_log_at(&t.conf(), t.dir.path())
+}
+
+/// `signed_log` on the store `conf` names (the process's own configuration), the key in `dir`.
+fn signed_log_at(conf: &Path, dir: &Path) -> (Vec<String>, PathBuf) {
     let p = load();
     let slot = new_token(&p, LABEL);
-    let key = t.dir.path().join("audit.pem");
+    let key = dir.join("audit.pem");
     let (ok, text) = audit(
-        &t.conf(),
+        conf,
         &[
             "init",
             "--token",
@@ -225,16 +230,20 @@ fn signed_log(t: &TestEnv) -> (Vec<String>, PathBuf) {
     aes_key(&s, "after", &[]);
     s.logout().unwrap();
     p.finalize().unwrap();
-    let (ok, text) = audit(&t.conf(), &["export", "--token", LABEL]);
+    let (ok, text) = audit(conf, &["export", "--token", LABEL]);
     assert!(ok, "{text}");
     (text.lines().map(str::to_string).collect(), key)
 }
 
 fn verify(t: &TestEnv, key: &Path, lines: &[String]) -> (bool, String) {
-    let log = t.dir.path().join("log.jsonl");
+    verify_in(t.dir.path(), key, lines)
+}
+
+fn verify_in(dir: &Path, key: &Path, lines: &[String]) -> (bool, String) {
+    let log = dir.join("log.jsonl");
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
     audit(
-        &t.conf(),
+        Path::new("/nonexistent"),
         &[
             "verify",
             "--public-key",
@@ -439,21 +448,22 @@ fn two_processes_append_to_one_chain() {
         return;
     }
     let t = env();
-    let (_, key) = signed_log(&t);
-    let before = export(&t.conf()).len();
+    let (lines, key) = signed_log(&t);
+    let test = "two_processes_append_to_one_chain";
+    race(test, [&t.conf(), &t.conf()], t.dir.path(), &key, lines.len());
+}
+
+/// Two processes started at once, each making `N` objects and destroying them on the store
+/// `confs` name (one each); the chain then holds every record once and verifies.
+fn race(test: &str, confs: [&Path; 2], dir: &Path, key: &Path, before: usize) {
     const N: usize = 40;
-    let children: Vec<_> = (0..2)
-        .map(|_| {
+    let children: Vec<_> = confs
+        .iter()
+        .map(|conf| {
             Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "two_processes_append_to_one_chain",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
+                .args(["--exact", test, "--nocapture", "--test-threads", "1"])
                 .env(CHILD_ENV, N.to_string())
-                .env("FERROHSM_CONF", t.conf())
+                .env("FERROHSM_CONF", conf)
                 .spawn()
                 .unwrap()
         })
@@ -461,11 +471,28 @@ fn two_processes_append_to_one_chain() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
-    let log = export(&t.conf());
+    let log = export(confs[0]);
     assert_eq!(log.len(), before + 2 * 2 * N);
     let pids: std::collections::BTreeSet<u32> = log[before..].iter().map(|e| e.record.pid).collect();
     assert_eq!(pids.len(), 2);
     let lines: Vec<String> = log.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
-    let (ok, text) = verify(&t, &key, &lines);
+    let (ok, text) = verify_in(dir, key, &lines);
     assert!(ok, "{text}");
+}
+
+#[test]
+fn two_postgres_hosts_append_to_one_chain() {
+    if let Ok(n) = std::env::var(CHILD_ENV) {
+        child(n.parse().unwrap());
+        return;
+    }
+    let pg = common::pg::Pg::start();
+    let url = pg.database("audit");
+    let tmp = tempfile::tempdir().unwrap();
+    let a = pg.config(&tmp.path().join("a"), &url, 10, 100);
+    let b = pg.config(&tmp.path().join("b"), &url, 10, 100);
+    std::env::set_var("FERROHSM_CONF", &a);
+    let (lines, key) = signed_log_at(&a, tmp.path());
+    let test = "two_postgres_hosts_append_to_one_chain";
+    race(test, [&a, &b], tmp.path(), &key, lines.len());
 }

@@ -496,3 +496,27 @@ fn two_postgres_hosts_append_to_one_chain() {
     let test = "two_postgres_hosts_append_to_one_chain";
     race(test, [&a, &b], tmp.path(), &key, lines.len());
 }
+
+#[test]
+fn records_of_calls_through_the_server_name_the_client() {
+    let w = common::remote::World::new();
+    let store = w.env.conf();
+    w.client("signer");
+    let p = load();
+    let alpha = common::remote::slot_of(&p, "alpha").expect("alpha is served");
+    let s = user_session(&p, alpha);
+    aes_key(&s, "remote", &[]);
+    p.finalize().unwrap();
+    let (ok, text) = audit(&store, &["export", "--token", "alpha"]);
+    assert!(ok, "{text}");
+    let made: Vec<Entry> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Entry>(l).unwrap())
+        .filter(|e| e.record.event == "generate_key")
+        .collect();
+    assert_eq!(made.len(), 1, "{text}");
+    let r = &made[0].record;
+    // Written by the server's process, on behalf of the client its certificate names.
+    assert_ne!(r.pid, std::process::id());
+    assert!(r.client.as_deref().is_some_and(|c| c.contains("signer")), "{r:?}");
+}

@@ -133,6 +133,10 @@ fn every_event(p: &cryptoki::context::Pkcs11) -> Vec<(&'static str, &'static str
     for _ in 0..3 {
         let _ = s.login(UserType::User, Some(&pin("0000")));
     }
+    assert_eq!(
+        rv(s.login(UserType::User, Some(&pin(USER_PIN))).unwrap_err()),
+        cryptoki::error::RvError::PinLocked
+    );
     vec![
         // (event, outcome, names a mechanism, names an object)
         ("init_token", "ok", false, false),
@@ -153,6 +157,7 @@ fn every_event(p: &cryptoki::context::Pkcs11) -> Vec<(&'static str, &'static str
         ("set_pin", "ok", false, false),
         ("logout", "ok", false, false),
         ("pin_locked", "CKR_PIN_LOCKED", false, false),
+        ("login", "CKR_PIN_LOCKED", false, false),
     ]
 }
 

@@ -134,3 +134,56 @@ pub fn verify<'a>(lines: impl IntoIterator<Item = &'a str>, key: &VerifyingKey) 
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::audit::{chain, Record};
+
+    fn log(n: u64) -> Vec<String> {
+        let mut prev = chain::ZERO.to_vec();
+        (1..=n)
+            .map(|seq| {
+                let e = chain::link(
+                    &prev,
+                    Record {
+                        seq,
+                        token: "t".into(),
+                        event: "login".into(),
+                        ..Default::default()
+                    },
+                );
+                prev = unhex(&e.hash).unwrap();
+                serde_json::to_string(&e).unwrap()
+            })
+            .collect()
+    }
+
+    fn key() -> VerifyingKey {
+        ed25519_dalek::SigningKey::from_bytes(&[1; 32]).verifying_key()
+    }
+
+    #[test]
+    fn a_chain_without_checkpoints_verifies_unsigned() {
+        let lines = log(3);
+        let r = verify(lines.iter().map(String::as_str), &key()).unwrap();
+        assert_eq!((r.first, r.last, r.records, r.last_checkpoint), (1, 3, 3, None));
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_record_is_located() {
+        let mut lines = log(3);
+        lines[1] = "{not json".into();
+        let b = verify(lines.iter().map(String::as_str), &key()).unwrap_err();
+        assert_eq!((b.seq, b.line), (2, 2));
+        assert!(b.why.contains("not an audit record"), "{b}");
+    }
+
+    #[test]
+    fn a_record_of_another_token_breaks_the_chain() {
+        let mut lines = log(3);
+        lines[2] = lines[2].replace("\"token\":\"t\"", "\"token\":\"u\"");
+        let b = verify(lines.iter().map(String::as_str), &key()).unwrap_err();
+        assert_eq!(b.seq, 3);
+    }
+}

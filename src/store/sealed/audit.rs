@@ -224,6 +224,14 @@ impl Sealed {
         self.append_audit(tx, token, records, None, false)
     }
 
+    /// In the transaction that found the PIN locked: the attempt, refused unchecked.
+    pub(super) fn audit_refused(&self, tx: &mut dyn Tx, token: &TokenRow, owner: PinOwner) -> Result<()> {
+        let mut r = self.draft(token, Self::event_or(event::LOGIN), Subject::default());
+        r.detail = Some(owner_name(owner).into());
+        r.outcome = "CKR_PIN_LOCKED".into();
+        self.append_audit(tx, token, vec![r], None, false)
+    }
+
     /// The record of a PIN owner's change (`init_token`, `init_pin`, `set_pin`,
     /// `rotate_key`), in its transaction.
     pub(super) fn audit_owner(

@@ -155,6 +155,9 @@ impl Sealed {
                 if changed {
                     tx.update_token(&row)?;
                 }
+                if r.is_err() {
+                    self.audit_refused(tx, &row, owner)?;
+                }
                 Ok((row, r, max))
             });
             let (row, r, max) = step.inspect_err(|e| {

@@ -525,3 +525,48 @@ fn records_of_calls_through_the_server_name_the_client() {
     assert_ne!(r.pid, std::process::id());
     assert!(r.client.as_deref().is_some_and(|c| c.contains("signer")), "{r:?}");
 }
+
+#[test]
+fn a_writer_killed_mid_write_leaves_a_valid_chain_and_no_change_without_its_record() {
+    if let Ok(n) = std::env::var(CHILD_ENV) {
+        child(n.parse().unwrap());
+        return;
+    }
+    let t = env();
+    let (_, key) = signed_log(&t);
+    let mut writer = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_writer_killed_mid_write_leaves_a_valid_chain_and_no_change_without_its_record",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ENV, "100000")
+        .env("FERROHSM_CONF", t.conf())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    writer.kill().unwrap();
+    let _ = writer.wait();
+    let log = export(&t.conf());
+    let lines: Vec<String> = log.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+    let (ok, text) = verify(&t, &key, &lines);
+    assert!(ok, "{text}");
+    assert!(
+        log.iter().any(|e| e.record.event == "destroy_object"),
+        "the writer wrote nothing"
+    );
+    // Every object left has the record of its creation and none of its destruction.
+    let p = load();
+    let s = p.open_ro_session(p.get_slots_with_token().unwrap()[0]).unwrap();
+    for o in s.find_objects(&[Attribute::Class(ObjectClass::DATA)]).unwrap() {
+        let id = o.handle() as u64;
+        let events: Vec<&str> = log
+            .iter()
+            .filter(|e| e.record.object == Some(id))
+            .map(|e| e.record.event.as_str())
+            .collect();
+        assert_eq!(events, ["create_object"], "object {id}");
+    }
+}

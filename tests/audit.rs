@@ -561,7 +561,7 @@ fn a_writer_killed_mid_write_leaves_a_valid_chain_and_no_change_without_its_reco
     let p = load();
     let s = p.open_ro_session(p.get_slots_with_token().unwrap()[0]).unwrap();
     for o in s.find_objects(&[Attribute::Class(ObjectClass::DATA)]).unwrap() {
-        let id = o.handle() as u64;
+        let id = o.handle();
         let events: Vec<&str> = log
             .iter()
             .filter(|e| e.record.object == Some(id))

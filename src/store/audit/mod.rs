@@ -31,9 +31,8 @@ pub mod event {
     pub const ROTATE_KEY: &str = "rotate_key";
     pub const GENERATE_KEY: &str = "generate_key";
     pub const GENERATE_KEY_PAIR: &str = "generate_key_pair";
+    /// Also a key imported from a file (`ferrohsm-util import` calls `C_CreateObject`).
     pub const CREATE_OBJECT: &str = "create_object";
-    /// An object made by a tool from key material it read (`ferrohsm-util import`).
-    pub const IMPORT: &str = "import";
     pub const COPY_OBJECT: &str = "copy_object";
     pub const DESTROY_OBJECT: &str = "destroy_object";
     pub const SET_ATTRIBUTE: &str = "set_attribute";

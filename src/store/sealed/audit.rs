@@ -116,6 +116,9 @@ impl Sealed {
             return Ok(());
         };
         let mut r = self.draft(token, event::CHECKPOINT, Subject::default());
+        // It vouches for the chain, not for the call that happened to write it.
+        r.mechanism = None;
+        r.attributes.clear();
         r.seq = seq + 1;
         r.detail = Some(audit::hex(&checkpoint::sign(
             &signer, &r.token, r.seq, &r.time, &prev,

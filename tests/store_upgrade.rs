@@ -255,7 +255,7 @@ fn an_sqlite_store_of_schema_4_is_upgraded_with_every_key() {
         db.query_row("SELECT count(*) FROM objects WHERE tag IS NULL", [], |r| r.get(0))
             .unwrap(),
     );
-    assert_eq!((version, untagged), (6, 0));
+    assert_eq!((version, untagged), (7, 0));
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! feature (on by default), so the module itself depends on none of the command-line crates:
 //! `cargo tree -e normal --no-default-features` shows the module's own dependencies.
 
+pub mod audit;
 pub mod docs;
 pub mod ec_import;
 pub mod module;

@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 pub struct TokenChoice {
     /// Slot number.
     #[arg(long)]
-    slot: Option<u64>,
+    pub(super) slot: Option<u64>,
     /// Token label.
     #[arg(long = "token")]
-    token: Option<String>,
+    pub(super) token: Option<String>,
     /// Token serial number.
     #[arg(long)]
-    serial: Option<String>,
+    pub(super) serial: Option<String>,
 }
 
 impl TokenChoice {
@@ -417,7 +417,7 @@ fn label_of(t: &crate::store::TokenRecord) -> String {
 }
 
 /// The token of the store that the slot, label or serial names.
-fn stored_token(
+pub(super) fn stored_token(
     store: &crate::store::Sealed,
     slot: Option<u64>,
     label: Option<&str>,

@@ -9,6 +9,7 @@
 //! parts (`ObjectRecord`): which attributes are secret is PKCS#11 policy, decided in `token/`.
 //! The store knows bytes, rows and transactions, and never imports `token/`.
 
+pub mod audit;
 pub mod backend;
 pub mod sealed;
 
@@ -192,6 +193,13 @@ pub trait Store: Send + Sync {
     fn count_use(&self, slot_id: CK_SLOT_ID, id: u64, limit: u64) -> Result<Option<u64>>;
     /// The uses counted of the key `id`.
     fn use_count(&self, slot_id: CK_SLOT_ID, id: u64) -> Result<u64>;
+    /// Records the event under way (`audit::intent`) that changes nothing in the store (a
+    /// key leaving by `C_WrapKey`), naming the object (id, class, label); the caller refuses
+    /// the operation when it cannot be recorded.
+    fn audit(&self, slot_id: CK_SLOT_ID, object: Option<audit::Named>) -> Result<()> {
+        let _ = (slot_id, object);
+        Ok(())
+    }
 }
 
 pub const MAX_OBJECT_ID: u64 = 1 << 31;

@@ -15,6 +15,11 @@ use super::usage::use_key;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::key_model::check_secret_len;
 use crate::mechanism::{self, Mechanism, Op};
+use crate::store::audit::{
+    event,
+    intent::{during, Intent},
+    Named,
+};
 use cryptoki_sys::*;
 use zeroize::Zeroizing;
 
@@ -441,6 +446,14 @@ impl Library {
             if capacity.is_none_or(|c| c < wrapped.len()) {
                 return Ok(Output::Length(wrapped.len()));
             }
+            // No key leaves without its record.
+            let intent = Intent::new(event::WRAP_KEY).mechanism(mech.mechanism_type());
+            let subject = Named {
+                id: target.handle,
+                class: target.attrs.class(),
+                label: target.attrs.get(CKA_LABEL),
+            };
+            during(intent, || self.store.audit(s.token.slot_id, Some(subject)))?;
             Ok(Output::Data(Zeroizing::new(wrapped)))
         })
     }
@@ -479,10 +492,15 @@ impl Library {
                 .family()
                 .unwrap(&mech, use_key(&s.token, &unwrapper, class)?, wrapped)?;
             let template = policy::unwrap_template(&unwrapper.attrs, template)?;
-            if template.attrs().class() == Some(CKO_PRIVATE_KEY) {
-                return self.add_unwrapped_private(s, template, &value);
-            }
-            self.add_secret(s, template, value.to_vec(), Origin::Unwrapped)
+            during(
+                Intent::new(event::UNWRAP_KEY).mechanism(mech.mechanism_type()),
+                || {
+                    if template.attrs().class() == Some(CKO_PRIVATE_KEY) {
+                        return self.add_unwrapped_private(s, template, &value);
+                    }
+                    self.add_secret(s, template, value.to_vec(), Origin::Unwrapped)
+                },
+            )
         })
     }
 
@@ -547,7 +565,10 @@ impl Library {
             }
             let template = Template::parse(t.iter().map(|(t, v)| (t, v.to_vec())))?;
             let origin = policy::derived_from(&obj.attrs);
-            self.add_secret(s, template, secret[..len].to_vec(), origin)
+            let intent = Intent::new(event::DERIVE_KEY).mechanism(mech.mechanism_type());
+            during(intent, || {
+                self.add_secret(s, template, secret[..len].to_vec(), origin)
+            })
         })
     }
 }

@@ -5,6 +5,10 @@
 use super::session::{Session, SessionRef};
 use super::slot::{LoginState, Token};
 use crate::error::{fail, fail_because, Error, Result};
+use crate::store::audit::{
+    event,
+    intent::{during, Intent},
+};
 use crate::store::{PinOwner, Store, TokenRecord, MAX_PIN_LEN, MIN_PIN_LEN};
 use cryptoki_sys::*;
 use dashmap::DashMap;
@@ -13,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub struct Library {
-    store: Arc<dyn Store>,
+    pub(super) store: Arc<dyn Store>,
     cache_bytes: u64,
     tokens: RwLock<BTreeMap<CK_SLOT_ID, Arc<Token>>>,
     pub(super) sessions: DashMap<CK_SESSION_HANDLE, SessionEntry>,
@@ -157,7 +161,9 @@ impl Library {
         if let Some(p) = user_pin {
             check_pin_len(p)?;
         }
-        let record = self.store.init_token(slot_id, so_pin, label, user_pin)?;
+        let record = during(Intent::new(event::INIT_TOKEN), || {
+            self.store.init_token(slot_id, so_pin, label, user_pin)
+        })?;
         token.clear_cache();
         token.session_objects.clear();
         token.set_login_state(LoginState::Public);
@@ -312,7 +318,9 @@ impl Library {
             return fail(CKR_SESSION_READ_ONLY);
         }
         check_pin_len(pin)?;
-        self.store.init_pin(s.token.slot_id, pin)?;
+        during(Intent::new(event::INIT_PIN), || {
+            self.store.init_pin(s.token.slot_id, pin)
+        })?;
         s.token.refresh_record();
         Ok(())
     }
@@ -329,7 +337,9 @@ impl Library {
         } else {
             PinOwner::User
         };
-        self.store.set_pin(s.token.slot_id, owner, old, new)?;
+        during(Intent::new(event::SET_PIN), || {
+            self.store.set_pin(s.token.slot_id, owner, old, new)
+        })?;
         s.token.refresh_record();
         Ok(())
     }

@@ -10,6 +10,10 @@ use super::session::Session;
 use super::slot::LoginState;
 use crate::error::{fail, fail_because, Error, Result};
 use crate::mechanism::{key_model, secret_key_type, Generates, Mechanism};
+use crate::store::audit::{
+    event,
+    intent::{during, Intent},
+};
 use cryptoki_sys::*;
 use std::sync::Arc;
 
@@ -113,7 +117,9 @@ impl Library {
             let obj = s.token.object(handle)?;
             let so = s.token.login_state() == LoginState::So;
             let attrs = policy::copy_attributes(&obj.attrs, template.attrs(), so)?;
-            Ok(self.add_objects_from(&s, vec![attrs], Some(&obj))?[0])
+            during(Intent::new(event::COPY_OBJECT), || {
+                Ok(self.add_objects_from(&s, vec![attrs], Some(&obj))?[0])
+            })
         })
     }
 
@@ -129,7 +135,11 @@ impl Library {
             if !obj.attrs.bool_or(CKA_DESTROYABLE, true) {
                 return fail_because(CKR_ACTION_PROHIBITED, "the object has CKA_DESTROYABLE false");
             }
-            s.token.destroy_object(&obj)
+            let intent = Intent {
+                label: obj.attrs.get(CKA_LABEL).map(<[u8]>::to_vec),
+                ..Intent::new(event::DESTROY_OBJECT)
+            };
+            during(intent, || s.token.destroy_object(&obj))
         })
     }
 
@@ -170,7 +180,11 @@ impl Library {
                 attrs.set(t, v.to_vec());
             }
             policy::check_invariants(&attrs)?;
-            s.token.update_object(&obj, attrs)
+            let intent = Intent {
+                attributes: template.attrs().iter().map(|(t, _)| t).collect(),
+                ..Intent::new(event::SET_ATTRIBUTE)
+            };
+            during(intent, || s.token.update_object(&obj, attrs))
         })
     }
 
@@ -245,7 +259,8 @@ impl Library {
         let mut private = policy::complete_new(private, origin, so)?;
         derive_key_attributes(&mut public)?;
         derive_key_attributes(&mut private)?;
-        let handles = self.add_objects(&s, vec![public, private])?;
+        let intent = Intent::new(event::GENERATE_KEY_PAIR).mechanism(mech.mechanism_type());
+        let handles = during(intent, || self.add_objects(&s, vec![public, private]))?;
         Ok((handles[0], handles[1]))
     }
 
@@ -279,7 +294,8 @@ impl Library {
         getrandom::fill(&mut value).map_err(|_| Error(CKR_FUNCTION_FAILED))?;
         t.set(CKA_VALUE, value.to_vec());
         let origin = Origin::Generated(mech.mechanism_type());
-        self.new_object(&s, t, origin)
+        let intent = Intent::new(event::GENERATE_KEY).mechanism(mech.mechanism_type());
+        during(intent, || self.new_object(&s, t, origin))
     }
 
     /// Stores an unwrapped or derived secret key: `template` plus its value, with `CKA_LOCAL`

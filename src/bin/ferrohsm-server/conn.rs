@@ -42,8 +42,8 @@ pub struct Connection {
     pub who: String,
     pub rule: ClientRule,
     pub lib: Library,
-    /// The identity, as the counters name it.
-    identity: Arc<str>,
+    /// The identity, as the counters and the audit records name it.
+    pub identity: Arc<str>,
     limit: Arc<limits::ClientLimit>,
     metrics: Arc<Metrics>,
     /// The sessions whose signature operation (their last `SignInit`) the token computes on

@@ -172,7 +172,8 @@ pub fn call(c: &Connection, request: Request) -> Response {
             log::debug!("{}: request {what}", c.who);
         }
     }
-    run(c, request).map_err(Error::rv)
+    // Records the store writes for this call name the client (`store::audit`).
+    ferrohsm::store::audit::intent::as_client(&c.identity, || run(c, request)).map_err(Error::rv)
 }
 
 /// The requests of a signature, named for the debug log: how many round trips a signature

@@ -10,7 +10,7 @@ mod speed;
 mod speed_ec;
 mod speed_pq;
 
-use ferrohsm::cli::{docs, pki, tokens, usage};
+use ferrohsm::cli::{audit, docs, pki, tokens, usage};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -58,6 +58,8 @@ enum Command {
     CopyStore(copy::CopyStore),
     /// Make a CA and issue the server and client certificates of the network service.
     Pki(pki::Pki),
+    /// The audit trail: make the audit key, show, export, verify and prune records.
+    Audit(audit::Audit),
     /// Write this program's man pages and shell completions into DIR (packaging/build-deb).
     #[command(hide = true)]
     GenerateDocs { dir: PathBuf },
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         Command::MigrateSofthsm(a) => migrate::run(a),
         Command::CopyStore(a) => copy::run(a),
         Command::Pki(a) => pki::run(a),
+        Command::Audit(a) => audit::run(a),
         Command::GenerateDocs { dir } => docs::generate(Cli::command(), &dir),
     };
     match result {

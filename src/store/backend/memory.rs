@@ -2,7 +2,7 @@
 //! keeps the same rows as SQLite, so the sealed layer above it behaves exactly as it does on
 //! disk (logins, sealing, lockout). A transaction that fails is undone from its journal.
 
-use super::{Backend, Match, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{AuditKey, AuditRow, Backend, Match, ObjectRow, RowQuery, TagScan, TokenRow, Tx};
 use crate::error::Result;
 use crate::store::MAX_OBJECT_ID;
 use cryptoki_sys::*;
@@ -15,12 +15,17 @@ struct State {
     /// By id; ids are unique across tokens, as in SQLite.
     objects: BTreeMap<u64, (CK_SLOT_ID, ObjectRow)>,
     last_id: u64,
+    /// Audit records by token, in chain order, and audit keys (public, sealed).
+    audit: BTreeMap<CK_SLOT_ID, Vec<AuditRow>>,
+    audit_keys: BTreeMap<CK_SLOT_ID, (Vec<u8>, Vec<u8>)>,
 }
 
 /// What a transaction changed, to put back if it fails.
 enum Undo {
     Token(CK_SLOT_ID, Option<TokenRow>),
     Object(u64, Option<(CK_SLOT_ID, ObjectRow)>),
+    /// A token's audit records and key as they were.
+    Audit(CK_SLOT_ID, Vec<AuditRow>, Option<AuditKey>),
 }
 
 #[derive(Default)]
@@ -62,6 +67,13 @@ impl MemTx<'_> {
         self.journal.push(Undo::Object(id, old));
     }
 
+    /// Journals the token's audit state before a change of it.
+    fn save_audit(&mut self, slot: CK_SLOT_ID) {
+        let rows = self.state.audit.get(&slot).cloned().unwrap_or_default();
+        let key = self.state.audit_keys.get(&slot).cloned();
+        self.journal.push(Undo::Audit(slot, rows, key));
+    }
+
     fn rollback(self) {
         for u in self.journal.into_iter().rev() {
             match u {
@@ -76,6 +88,13 @@ impl MemTx<'_> {
                 }
                 Undo::Object(id, None) => {
                     self.state.objects.remove(&id);
+                }
+                Undo::Audit(slot, rows, key) => {
+                    self.state.audit.insert(slot, rows);
+                    match key {
+                        Some(k) => self.state.audit_keys.insert(slot, k),
+                        None => self.state.audit_keys.remove(&slot),
+                    };
                 }
             }
         }
@@ -231,6 +250,43 @@ impl Tx for MemTx<'_> {
         }
         Ok(())
     }
+
+    fn audit_head(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditRow>> {
+        Ok(self.state.audit.get(&slot).and_then(|r| r.last().cloned()))
+    }
+
+    fn audit_append(&mut self, slot: CK_SLOT_ID, row: &AuditRow) -> Result<()> {
+        self.save_audit(slot);
+        let rows = self.state.audit.entry(slot).or_default();
+        if rows.last().is_some_and(|l| l.seq >= row.seq) {
+            return crate::error::fail_because(CKR_FUNCTION_FAILED, "audit record number in use");
+        }
+        rows.push(row.clone());
+        Ok(())
+    }
+
+    fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()> {
+        self.save_audit(slot);
+        if let Some(rows) = self.state.audit.get_mut(&slot) {
+            rows.retain(|r| r.seq >= seq);
+        }
+        if seq == u64::MAX {
+            self.state.audit_keys.remove(&slot);
+        }
+        Ok(())
+    }
+
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>> {
+        Ok(self.state.audit_keys.get(&slot).cloned())
+    }
+
+    fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()> {
+        self.save_audit(slot);
+        self.state
+            .audit_keys
+            .insert(slot, (public.to_vec(), sealed.to_vec()));
+        Ok(())
+    }
 }
 
 impl Backend for MemoryBackend {
@@ -297,6 +353,12 @@ impl Backend for MemoryBackend {
                 .filter_map(|(_, r)| r.tag.as_deref().map(|t| (r.id, super::tag_head(t))))
                 .collect(),
         })
+    }
+
+    fn audit_rows(&self, slot: CK_SLOT_ID, after: u64) -> Result<Vec<AuditRow>> {
+        let state = self.state.lock();
+        let rows = state.audit.get(&slot).map(Vec::as_slice).unwrap_or_default();
+        Ok(rows.iter().filter(|r| r.seq > after).cloned().collect())
     }
 
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {

@@ -85,6 +85,18 @@ pub fn tag_head(tag: &[u8]) -> TagHead {
     head
 }
 
+/// One record of a token's audit chain as a backend keeps it (`store::audit`): its number in
+/// the chain, its canonical encoding and its chain hash. Bytes to the backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditRow {
+    pub seq: u64,
+    pub body: Vec<u8>,
+    pub hash: Vec<u8>,
+}
+
+/// A token's audit key as a backend keeps it: its public half, and its private half sealed.
+pub type AuditKey = (Vec<u8>, Vec<u8>);
+
 /// A row `Backend::find` matched: all of it, or only its id where the caller holds that
 /// object unchanged already (`known`), so a backend that can match on its indexes alone need
 /// not read the row's values (SQLite: a warm find reads no table page). A `Known` match may
@@ -200,6 +212,8 @@ pub trait Backend: Send + Sync {
     fn forget_old_versions(&self, after: &str) {
         let _ = after;
     }
+    /// The audit records of a token with numbers above `after`, in order (`store::audit`).
+    fn audit_rows(&self, slot: CK_SLOT_ID, after: u64) -> Result<Vec<AuditRow>>;
 }
 
 /// The operations of one write transaction.
@@ -237,6 +251,16 @@ pub trait Tx {
     /// Whether there was one.
     fn delete_object(&mut self, slot: CK_SLOT_ID, id: u64) -> Result<bool>;
     fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()>;
+    /// The last record of the token's audit chain, read in this transaction (writers are
+    /// serialised, so the record appended after it is the only one to name it).
+    fn audit_head(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditRow>>;
+    fn audit_append(&mut self, slot: CK_SLOT_ID, row: &AuditRow) -> Result<()>;
+    /// Removes the records numbered below `seq` (`audit prune`); with `u64::MAX`, the whole
+    /// trail and the audit key (the token is deleted).
+    fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()>;
+    /// The token's audit key: its public half and its private half sealed (`store::audit`).
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>>;
+    fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()>;
 }
 
 /// `Backend::write` with a result: runs `f` in one transaction and returns what its last run

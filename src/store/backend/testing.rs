@@ -113,6 +113,10 @@ impl<B: Backend> Backend for Probe<B> {
         self.inner.use_count(slot, id)
     }
 
+    fn audit_rows(&self, slot: CK_SLOT_ID, after: u64) -> Result<Vec<super::AuditRow>> {
+        self.inner.audit_rows(slot, after)
+    }
+
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         self.calls.write.fetch_add(1, SeqCst);
         if self.calls.refuse_writes.load(SeqCst) {
@@ -186,5 +190,20 @@ impl Tx for FailingTx<'_> {
     }
     fn bump_generation(&mut self, slot: CK_SLOT_ID) -> Result<()> {
         self.tx.bump_generation(slot)
+    }
+    fn audit_head(&mut self, slot: CK_SLOT_ID) -> Result<Option<super::AuditRow>> {
+        self.tx.audit_head(slot)
+    }
+    fn audit_append(&mut self, slot: CK_SLOT_ID, row: &super::AuditRow) -> Result<()> {
+        self.tx.audit_append(slot, row)
+    }
+    fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()> {
+        self.tx.audit_prune(slot, seq)
+    }
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<super::AuditKey>> {
+        self.tx.audit_key(slot)
+    }
+    fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()> {
+        self.tx.put_audit_key(slot, public, sealed)
     }
 }

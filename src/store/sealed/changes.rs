@@ -7,6 +7,7 @@
 use super::ledger::Summary;
 use super::{Sealed, Unlocked};
 use crate::error::{fail, fail_because, Error, Result};
+use crate::store::audit::{event, intent};
 use crate::store::backend::{transact, ObjectRow, TagScan, TokenRow, Tx};
 use crate::store::{ObjectRecord, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
@@ -29,6 +30,16 @@ pub(super) enum Change<'a> {
         id: u64,
         version: u64,
     },
+}
+
+/// The label of a record, clear or secret: what its audit record hashes.
+fn label_of(record: &ObjectRecord) -> Option<Vec<u8>> {
+    record
+        .clear
+        .iter()
+        .chain(&record.secret)
+        .find(|(t, _)| *t == CKA_LABEL)
+        .map(|(_, v)| v.to_vec())
 }
 
 /// How many rows an upgrade reads at a time inside its transaction.
@@ -101,6 +112,7 @@ impl Sealed {
             let version = token.generation + 1;
             let key = u.as_ref().map(|u| &u.key);
             let mut ids = Vec::new();
+            let mut records = Vec::new();
             let put = |tx: &mut dyn Tx, id: u64, record: &ObjectRecord, summary: &mut Option<Summary>| {
                 let mut row = self.encode(slot, id, record, key)?;
                 row.version = version;
@@ -125,6 +137,13 @@ impl Sealed {
                         let tag = put(tx, id, record, &mut summary)?;
                         ids.push(id);
                         wrote.push((id, tag));
+                        records.push(self.audit_change(
+                            &token,
+                            event::CREATE_OBJECT,
+                            id,
+                            record.index.class,
+                            label_of(record),
+                        ));
                     }
                     Change::Update {
                         id,
@@ -137,6 +156,13 @@ impl Sealed {
                         }
                         let tag = put(tx, *id, record, &mut summary)?;
                         wrote.push((*id, tag));
+                        records.push(self.audit_change(
+                            &token,
+                            event::SET_ATTRIBUTE,
+                            *id,
+                            record.index.class,
+                            label_of(record),
+                        ));
                     }
                     Change::Destroy { id, version: v } => {
                         let old = self.expect(tx, slot, *id, *v, u.is_some())?;
@@ -147,6 +173,8 @@ impl Sealed {
                             return fail(CKR_OBJECT_HANDLE_INVALID);
                         }
                         wrote.push((*id, None));
+                        let label = intent::current().and_then(|i| i.label);
+                        records.push(self.audit_change(&token, event::DESTROY_OBJECT, *id, old.class, label));
                     }
                     Change::Unchanged { id, version: v } => {
                         self.expect(tx, slot, *id, *v, true)?;
@@ -159,6 +187,8 @@ impl Sealed {
                 tx.update_token(&token)?;
             }
             tx.bump_generation(slot)?;
+            let shared = u.as_ref().map(|u| u.shared.clone());
+            self.append_audit(tx, &token, records, shared.as_ref(), false)?;
             unlocked = u;
             Ok(ids)
         })?;
@@ -169,6 +199,24 @@ impl Sealed {
             }
         }
         Ok(ids)
+    }
+
+    /// The audit record of one object change: the event the token layer named, else
+    /// `default`.
+    fn audit_change(
+        &self,
+        token: &TokenRow,
+        default: &'static str,
+        id: u64,
+        class: Option<u64>,
+        label: Option<Vec<u8>>,
+    ) -> crate::store::audit::Record {
+        let subject = super::audit::Subject {
+            id: Some(id),
+            class,
+            label,
+        };
+        self.draft(token, Self::event_or(default), subject)
     }
 
     /// The summary of a token with no objects yet, under `token_key` (`init_token`).

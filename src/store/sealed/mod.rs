@@ -5,6 +5,7 @@
 //! (`ledger`), and writes rows only over the version it read (`changes`). Backends only ever
 //! see what it hands them.
 
+mod audit;
 mod changes;
 pub mod crypt;
 mod ledger;
@@ -295,9 +296,13 @@ impl Sealed {
         }
     }
 
-    /// Removes a token and all its objects (`ferrohsm-util delete-token`).
+    /// Removes a token and all its objects (`ferrohsm-util delete-token`), and its audit
+    /// trail: a token made later in the slot starts a chain of its own.
     pub fn delete_token(&self, slot: CK_SLOT_ID) -> Result<bool> {
-        let gone = transact(&*self.backend, |tx| tx.delete_token(slot))?;
+        let gone = transact(&*self.backend, |tx| {
+            tx.audit_prune(slot, u64::MAX)?;
+            tx.delete_token(slot)
+        })?;
         self.keys.lock().remove(&slot);
         Ok(gone)
     }
@@ -368,6 +373,13 @@ impl Store for Sealed {
             } else {
                 tx.insert_token(&row)?;
             }
+            self.audit_owner(
+                tx,
+                &row,
+                crate::store::audit::event::INIT_TOKEN,
+                PinOwner::So,
+                None,
+            )?;
             Ok(row)
         })?;
         self.keys.lock().remove(&slot);
@@ -404,7 +416,27 @@ impl Store for Sealed {
     }
 
     fn logout(&self, slot: CK_SLOT_ID) {
-        self.keys.lock().remove(&slot);
+        let held = self.keys.lock().remove(&slot);
+        if let Some(u) = held {
+            // With a checkpoint: each session of work ends signed.
+            let ev = crate::store::audit::event::LOGOUT;
+            if self
+                .audit_alone_with(slot, ev, audit::Subject::default(), Some(&u.shared), true)
+                .is_err()
+            {
+                log::error!("slot {slot}: the logout could not be recorded in the audit trail (the log above says why)");
+            }
+        }
+    }
+
+    fn audit(&self, slot: CK_SLOT_ID, object: Option<crate::store::audit::Named>) -> Result<()> {
+        let subject = object.map_or_else(audit::Subject::default, |o| audit::Subject {
+            id: Some(o.id),
+            class: o.class,
+            label: o.label.map(<[u8]>::to_vec),
+        });
+        let ev = Self::event_or(crate::store::audit::event::WRAP_KEY);
+        self.audit_alone(slot, ev, subject, false)
     }
 
     fn held_key(&self, slot: CK_SLOT_ID) -> Option<(u64, u64)> {

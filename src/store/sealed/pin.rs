@@ -155,6 +155,9 @@ impl Sealed {
                 if changed {
                     tx.update_token(&row)?;
                 }
+                if r.is_err() {
+                    self.audit_refused(tx, &row, owner)?;
+                }
                 Ok((row, r, max))
             });
             let (row, r, max) = step.inspect_err(|e| {
@@ -244,9 +247,11 @@ impl Sealed {
                 return fail(CKR_TOKEN_NOT_RECOGNIZED);
             };
             let counter = &mut of(&mut row, owner).counter;
+            let was_locked = counter.locked;
             counter.resolve(ticket, opened.is_some(), max);
             let locked = counter.locked;
             tx.update_token(&row)?;
+            self.audit_pin(tx, &row, owner, opened.is_some(), locked && !was_locked)?;
             Ok(locked)
         });
         let checked = |(opened, pin_key)| Checked { opened, pin_key, row };

@@ -10,6 +10,7 @@ use super::ledger::Summary;
 use super::pin::of;
 use super::{owners, Sealed, Unlocked};
 use crate::error::{fail, fail_because, Result};
+use crate::store::audit::event;
 use crate::store::backend::{transact, TokenRow, Tx};
 use crate::store::{PinOwner, CKR_CHANGED_MEANWHILE};
 use cryptoki_sys::*;
@@ -61,6 +62,12 @@ impl Sealed {
             let new = Unlocked::new(&row, next.clone());
             let counts = self.reseal_rows(tx, slot, held, &new, &mut row)?;
             tx.update_token(&row)?;
+            let ev = if new_user_pin {
+                event::INIT_PIN
+            } else {
+                event::ROTATE_KEY
+            };
+            self.audit_owner(tx, &row, ev, owner, Some(&next.shared))?;
             tx.bump_generation(slot)?;
             Ok((row, counts))
         })?;

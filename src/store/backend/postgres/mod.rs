@@ -13,11 +13,14 @@
 //! a log line naming the store; the generation keeps its last value, so keys already
 //! prepared go on signing. Every call tries again, so service comes back with the server.
 
+mod audit;
 mod conn;
 mod schema;
 mod usage;
 
-use super::{tag_head, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{
+    tag_head, AuditKey, AuditRow, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx,
+};
 use crate::error::{fail_because, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use conn::{Conn, Options, Pool};
@@ -424,6 +427,10 @@ impl Backend for PostgresBackend {
         })
     }
 
+    fn audit_rows(&self, slot: CK_SLOT_ID, after: u64) -> Result<Vec<AuditRow>> {
+        self.read(|c| audit::rows(c, slot, after))
+    }
+
     fn write(&self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         loop {
             let (mut c, fresh) = self.conn("write")?;
@@ -662,5 +669,31 @@ impl Tx for PgTx<'_, '_> {
             &[&(slot as i64)],
         )
         .map(|_| ())
+    }
+
+    fn audit_head(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditRow>> {
+        audit::head(self.tx, slot).map_err(|e| self.backend.db_err("read", &e))
+    }
+
+    fn audit_append(&mut self, slot: CK_SLOT_ID, row: &AuditRow) -> Result<()> {
+        audit::append(self.tx, slot, row)
+            .map(drop)
+            .map_err(|e| self.backend.db_err("write", &e))
+    }
+
+    fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()> {
+        audit::prune(self.tx, slot, seq)
+            .map(drop)
+            .map_err(|e| self.backend.db_err("write", &e))
+    }
+
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>> {
+        audit::key(self.tx, slot).map_err(|e| self.backend.db_err("read", &e))
+    }
+
+    fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()> {
+        audit::put_key(self.tx, slot, public, sealed)
+            .map(drop)
+            .map_err(|e| self.backend.db_err("write", &e))
     }
 }

@@ -13,7 +13,8 @@ pub(super) const WRITE_LOCK: i64 = 0x6665_7272_6f68_736d & i64::MAX;
 /// their number. Version 1 holds what SQLite's version 2 holds, version 2 what its version 3
 /// holds (the token epoch), version 3 what its version 4 holds (PIN attempts in flight), version 4
 /// what its version 5 holds (authenticated records), version 5 what its version 6 holds (the
-/// uses of limited keys, `super::usage`).
+/// uses of limited keys, `super::usage`), version 6 what its version 7 holds (the audit trail,
+/// `super::audit`).
 const MIGRATIONS: &[&str] = &[
     "
 CREATE TABLE ferrohsm_schema (version INTEGER NOT NULL);
@@ -67,6 +68,8 @@ CREATE TABLE key_uses (
     uses BIGINT NOT NULL
 );
 ",
+    // Version 6, SQLite's 7: the audit chain.
+    super::audit::SCHEMA_AUDIT,
 ];
 
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

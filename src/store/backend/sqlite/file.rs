@@ -5,8 +5,9 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-/// Version 6 adds the uses of limited keys (`super::usage::SCHEMA_USAGE`).
-pub(super) const SCHEMA_VERSION: i64 = 6;
+/// Version 6 adds the uses of limited keys (`super::usage::SCHEMA_USAGE`), version 7 the
+/// audit trail (`super::audit::SCHEMA_AUDIT`).
+pub(super) const SCHEMA_VERSION: i64 = 7;
 
 /// The database file in the store directory.
 pub const DB_NAME: &str = "ferrohsm.db";
@@ -127,6 +128,9 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> std::result::Result
     }
     if version < 6 {
         tx.execute_batch(super::usage::SCHEMA_USAGE).map_err(bad)?;
+    }
+    if version < 7 {
+        tx.execute_batch(super::audit::SCHEMA_AUDIT).map_err(bad)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(bad)?;
@@ -286,6 +290,7 @@ fn create_new(dir: &Path, path: &Path, modes: Modes) -> std::result::Result<(), 
         tx.execute_batch(SCHEMA_V4)?;
         tx.execute_batch(SCHEMA_V5)?;
         tx.execute_batch(super::usage::SCHEMA_USAGE)?;
+        tx.execute_batch(super::audit::SCHEMA_AUDIT)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         tx.commit()?;
         c.pragma_update(None, "journal_mode", "WAL")?;

@@ -2,12 +2,15 @@
 //! process that opens it (WAL, BEGIN IMMEDIATE for writers). Rows only: the sealed layer
 //! above made every wrap, seal and keyed hash they hold.
 
+mod audit;
 mod file;
 mod usage;
 
 pub use file::{DB_NAME, MARKER_NAME};
 
-use super::{tag_head, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx};
+use super::{
+    tag_head, AuditKey, AuditRow, Backend, Match, ObjectRow, PinRow, RowQuery, TagScan, TokenRow, Tx,
+};
 use crate::error::{fail, Error, Result};
 use crate::store::{PinCounter, MAX_OBJECT_ID};
 use cryptoki_sys::*;
@@ -322,6 +325,10 @@ impl Backend for SqliteBackend {
         tx.commit().map_err(|e| self.write_err(e))
     }
 
+    fn audit_rows(&self, slot: CK_SLOT_ID, after: u64) -> Result<Vec<AuditRow>> {
+        self.read(|c| audit::rows(c, slot, after))
+    }
+
     fn forget_old_versions(&self, after: &str) {
         let conn = self.conn.lock();
         let busy: rusqlite::Result<i64> = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0));
@@ -556,6 +563,32 @@ impl Tx for SqliteTx<'_> {
             params![slot as i64],
         )
         .map(|_| ())
+    }
+
+    fn audit_head(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditRow>> {
+        audit::head(self.tx, slot).map_err(|e| self.backend.read_err(e))
+    }
+
+    fn audit_append(&mut self, slot: CK_SLOT_ID, row: &AuditRow) -> Result<()> {
+        audit::append(self.tx, slot, row)
+            .map(drop)
+            .map_err(|e| self.backend.write_err(e))
+    }
+
+    fn audit_prune(&mut self, slot: CK_SLOT_ID, seq: u64) -> Result<()> {
+        audit::prune(self.tx, slot, seq)
+            .map(drop)
+            .map_err(|e| self.backend.write_err(e))
+    }
+
+    fn audit_key(&mut self, slot: CK_SLOT_ID) -> Result<Option<AuditKey>> {
+        audit::key(self.tx, slot).map_err(|e| self.backend.read_err(e))
+    }
+
+    fn put_audit_key(&mut self, slot: CK_SLOT_ID, public: &[u8], sealed: &[u8]) -> Result<()> {
+        audit::put_key(self.tx, slot, public, sealed)
+            .map(drop)
+            .map_err(|e| self.backend.write_err(e))
     }
 }
 

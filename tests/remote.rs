@@ -758,52 +758,22 @@ fn a_held_back_sign_init_answers_as_a_sent_one() {
         // Held, then the length query answered, then the signature in one trip.
         assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
         let data = b"one trip";
+        let sign = |out: *mut u8, len: &mut CK_ULONG| {
+            (f.C_Sign.unwrap())(h, data.as_ptr() as *mut u8, data.len() as _, out, len)
+        };
         let mut len = 0;
-        let sign = f.C_Sign.unwrap();
-        assert_eq!(
-            sign(
-                h,
-                data.as_ptr() as *mut u8,
-                data.len() as _,
-                std::ptr::null_mut(),
-                &mut len
-            ),
-            CKR_OK
-        );
+        assert_eq!(sign(std::ptr::null_mut(), &mut len), CKR_OK);
         assert_eq!(len, 64);
-        assert_eq!(
-            sign(
-                h,
-                data.as_ptr() as *mut u8,
-                data.len() as _,
-                sig.as_mut_ptr(),
-                &mut len
-            ),
-            CKR_OK
-        );
+        assert_eq!(sign(sig.as_mut_ptr(), &mut len), CKR_OK);
         assert!(verified(data, &sig[..len as usize]));
         // The key destroyed while an initialisation is held: refused at C_Sign, with the
         // code the token gives, and the operation is over.
         assert_eq!((f.C_SignInit.unwrap())(h, &mut mech, key), CKR_OK);
         s.destroy_object(private).unwrap();
-        let mut len = sig.len() as CK_ULONG;
-        let rv = sign(
-            h,
-            data.as_ptr() as *mut u8,
-            data.len() as _,
-            sig.as_mut_ptr(),
-            &mut len,
-        );
-        assert_eq!(rv, CKR_KEY_HANDLE_INVALID);
-        let mut len = sig.len() as CK_ULONG;
-        let rv = sign(
-            h,
-            data.as_ptr() as *mut u8,
-            data.len() as _,
-            sig.as_mut_ptr(),
-            &mut len,
-        );
-        assert_eq!(rv, CKR_OPERATION_NOT_INITIALIZED);
+        for expected in [CKR_KEY_HANDLE_INVALID, CKR_OPERATION_NOT_INITIALIZED] {
+            let mut len = sig.len() as CK_ULONG;
+            assert_eq!(sign(sig.as_mut_ptr(), &mut len), expected);
+        }
         assert_eq!((f.C_CloseSession.unwrap())(h), CKR_OK);
     }
 }

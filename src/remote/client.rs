@@ -238,9 +238,7 @@ impl Client {
             if !c.sender.is_closed() {
                 return Ok(c.clone());
             }
-            log::warn!("remote: the connection to {} was lost", self.servers[c.server].0);
-            self.first_server
-                .store((c.server + 1) % self.servers.len(), Ordering::Relaxed);
+            self.left(c.server);
         }
         *slot = None;
         let mut last = String::new();
@@ -276,29 +274,37 @@ impl Client {
     fn lose(&self, conn: &Conn) {
         let mut slot = self.conn.lock();
         if slot.as_ref().is_some_and(|c| c.id == conn.id) {
-            log::warn!(
-                "remote: the connection to {} was lost",
-                self.servers[conn.server].0
-            );
-            self.first_server
-                .store((conn.server + 1) % self.servers.len(), Ordering::Relaxed);
+            self.left(conn.server);
             *slot = None;
         }
+    }
+
+    /// Says that the connection to server `i` was lost, and has the next one tried first.
+    fn left(&self, i: usize) {
+        log::warn!("remote: the connection to {} was lost", self.servers[i].0);
+        self.first_server
+            .store((i + 1) % self.servers.len(), Ordering::Relaxed);
     }
 
     /// One call without a session: the request out, the answer back, the token's error as its
     /// `CK_RV`. A read lost with its connection is asked again on the next one.
     pub(super) fn call(&self, req: &Request) -> Result<Reply> {
+        self.call_with_conn(req).map(|(_, reply)| reply)
+    }
+
+    /// `call`, and the connection that answered.
+    fn call_with_conn(&self, req: &Request) -> Result<(Conn, Reply)> {
         let conn = self.connection()?;
         match self.call_on(&conn, req) {
-            Ok(answer) => answer,
+            Ok(answer) => answer.map(|reply| (conn, reply)),
             Err(Lost) => {
                 self.lose(&conn);
                 if !again(req) {
                     return Err(Error(CKR_DEVICE_ERROR));
                 }
                 let conn = self.connection()?;
-                self.call_on(&conn, req).unwrap_or(Err(Error(CKR_DEVICE_ERROR)))
+                let reply = self.call_on(&conn, req).unwrap_or(Err(Error(CKR_DEVICE_ERROR)))?;
+                Ok((conn, reply))
             }
         }
     }
@@ -391,33 +397,43 @@ impl Client {
             _ => return Err(unexpected()),
         };
         self.log_in_again(&conn, s.slot, handle)?;
+        // Each operation initialised again, or forgotten (logged) when the server refuses.
+        let again_on =
+            |init: &mut Option<Init>, what: &str, make: fn(u64, proto::Mechanism, u64) -> Request| {
+                let Some((mechanism, key)) = init.clone() else {
+                    return Ok(());
+                };
+                if let Err(e) = self
+                    .call_on(&conn, &make(handle, mechanism, key))
+                    .map_err(|Lost| lost())?
+                {
+                    log::error!("remote: session {h}'s {what} could not be made again on {server}: {e}");
+                    *init = None;
+                }
+                Ok::<_, Error>(())
+            };
         let mut replay = s.replay.clone();
-        let mut sign = s.sign;
-        if let Some((mechanism, key)) = &replay.sign {
-            let init = Request::SignInit {
-                session: handle,
-                mechanism: mechanism.clone(),
-                key: *key,
-            };
-            if let Err(e) = self.call_on(&conn, &init).map_err(|Lost| lost())? {
-                log::error!(
-                    "remote: session {h}'s signature operation could not be made again on {server}: {e}"
-                );
-                replay.sign = None;
-                sign = None;
+        again_on(
+            &mut replay.sign,
+            "signature operation",
+            |session, mechanism, key| Request::SignInit {
+                session,
+                mechanism,
+                key,
+            },
+        )?;
+        again_on(&mut replay.verify, "verification", |session, mechanism, key| {
+            Request::VerifyInit {
+                session,
+                mechanism,
+                key,
             }
-        }
-        if let Some((mechanism, key)) = &replay.verify {
-            let init = Request::VerifyInit {
-                session: handle,
-                mechanism: mechanism.clone(),
-                key: *key,
-            };
-            if let Err(e) = self.call_on(&conn, &init).map_err(|Lost| lost())? {
-                log::error!("remote: session {h}'s verification could not be made again on {server}: {e}");
-                replay.verify = None;
-            }
-        }
+        })?;
+        // The length the client answers for goes with a signature operation not made again
+        // (one held back, `pending`, was never sent and keeps it).
+        let sign = s
+            .sign
+            .filter(|_| replay.sign.is_some() || s.replay.sign.is_none());
         if let Some(mut e) = self.sessions.get_mut(&h) {
             *e = RemoteSession {
                 conn: conn.id,
@@ -492,16 +508,8 @@ impl Client {
     /// Opens a session on the server and gives it a handle of the client's, logged in when
     /// the application is logged in to the token.
     pub(super) fn add_session(&self, slot: u64, flags: u64) -> Result<CK_SESSION_HANDLE> {
-        let req = Request::OpenSession { slot, flags };
-        let mut conn = self.connection()?;
-        let mut answer = self.call_on(&conn, &req);
-        if answer.is_err() {
-            self.lose(&conn);
-            conn = self.connection()?;
-            answer = self.call_on(&conn, &req);
-        }
-        let handle = match answer.unwrap_or(Err(Error(CKR_DEVICE_ERROR)))? {
-            Reply::Handle(handle) => handle,
+        let (conn, handle) = match self.call_with_conn(&Request::OpenSession { slot, flags })? {
+            (conn, Reply::Handle(handle)) => (conn, handle),
             _ => return Err(unexpected()),
         };
         {

@@ -475,12 +475,14 @@ impl Client {
     /// Sends the `C_SignInit` held back on session `h`, if any, before a call that needs the
     /// operation running on the server; if the server refuses it, the operation is gone.
     fn send_pending(&self, h: CK_SESSION_HANDLE) -> Result<()> {
-        match self.take_pending(h) {
-            Some(init) => self
-                .sign_init_now(h, init)
-                .inspect_err(|_| self.set_signing(h, None)),
-            None => Ok(()),
-        }
+        self.take_pending(h)
+            .map_or(Ok(()), |init| self.send_held(h, init))
+    }
+
+    /// Sends `init`, taken from session `h`'s held-back `C_SignInit`.
+    fn send_held(&self, h: CK_SESSION_HANDLE, init: Init) -> Result<()> {
+        self.sign_init_now(h, init)
+            .inspect_err(|_| self.set_signing(h, None))
     }
 
     pub fn sign(
@@ -520,8 +522,7 @@ impl Client {
             (pending, data) => {
                 if let Some(init) = pending {
                     // C_SignFinal right after C_SignInit: the operation on the server first.
-                    self.sign_init_now(h, init)
-                        .inspect_err(|_| self.set_signing(h, None))?;
+                    self.send_held(h, init)?;
                 }
                 let data = data.map(<[u8]>::to_vec);
                 self.on_session(h, |session| Request::Sign {

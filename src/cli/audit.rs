@@ -7,7 +7,7 @@ use super::module::Result;
 use super::pin;
 use super::tokens::{stored_token, TokenChoice};
 use crate::store::audit::{checkpoint, time, verify, Entry};
-use crate::store::{PinOwner, Sealed, TokenRecord};
+use crate::store::{Sealed, TokenRecord};
 use clap::{Args, Subcommand};
 use secrecy::ExposeSecret;
 use std::io::{BufRead, Write};
@@ -207,12 +207,7 @@ pub fn run(a: Audit) -> Result<()> {
             Ok(())
         }
         Command::Checkpoint { which, so, pin } => {
-            let (owner, var, prompt) = if so {
-                (PinOwner::So, "FERROHSM_SO_PIN", "SO PIN")
-            } else {
-                (PinOwner::User, "FERROHSM_PIN", "User PIN")
-            };
-            let pin = pin::get(pin, var, prompt)?;
+            let (owner, pin) = pin::of_owner(pin, so)?;
             let (store, token) = open(&which)?;
             store
                 .audit_checkpoint(token.slot_id, owner, pin.expose_secret().as_bytes())

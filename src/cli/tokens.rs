@@ -456,12 +456,7 @@ pub struct RotateKey {
 /// PKCS#11 operation: it acts on the configured store directly, as delete-token does.
 pub fn rotate_key(a: RotateKey) -> Result<()> {
     use secrecy::ExposeSecret;
-    let (owner, var, prompt) = if a.so {
-        (crate::store::PinOwner::So, "FERROHSM_SO_PIN", "SO PIN")
-    } else {
-        (crate::store::PinOwner::User, "FERROHSM_PIN", "User PIN")
-    };
-    let pin = pin::get(a.pin, var, prompt)?;
+    let (owner, pin) = pin::of_owner(a.pin, a.so)?;
     let config = crate::config::Config::load().map_err(|e| e.to_string())?;
     if config.store.backend == "memory" {
         return Err(

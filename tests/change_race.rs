@@ -15,10 +15,11 @@
 mod common;
 
 use common::pg::Pg;
+use common::race::{read_until, start_together};
 use common::*;
 use cryptoki::object::{Attribute, AttributeType, ObjectClass, ObjectHandle};
 use cryptoki::session::Session;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -147,23 +148,6 @@ fn child(test: &str, conf: &Path, which: &str) -> std::process::Child {
         .unwrap()
 }
 
-/// Reads `out` until a line holding `marker`; the rest of that line.
-fn read_until(out: &mut impl BufRead, marker: &str) -> String {
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "ended before {marker}: {seen}"
-        );
-        // The test harness may print its own words before ours on the line.
-        if let Some((_, rest)) = line.split_once(marker) {
-            return rest.trim().to_string();
-        }
-        seen.push_str(&line);
-    }
-}
-
 /// The race on `confs` (one per host; the writers take them in turn).
 fn race(test: &str, confs: &[PathBuf]) {
     util(
@@ -189,16 +173,7 @@ fn race(test: &str, confs: &[PathBuf]) {
         .enumerate()
         .map(|(i, w)| child(test, &confs[i % confs.len()], w))
         .collect();
-    let mut outs: Vec<_> = writers
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    for o in &mut outs {
-        read_until(o, "READY");
-    }
-    for w in &mut writers {
-        writeln!(w.stdin.as_mut().unwrap(), "go").unwrap();
-    }
+    let mut outs = start_together(&mut writers);
     let lost: Vec<usize> = outs
         .iter_mut()
         .map(|o| read_until(o, "LOST ").parse().unwrap())

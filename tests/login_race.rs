@@ -11,11 +11,12 @@
 mod common;
 
 use common::pg::Pg;
+use common::race::read_until;
 use common::*;
 use cryptoki::error::RvError;
 use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Barrier;
@@ -234,22 +235,6 @@ fn racer_cmd(conf: &Path, spec: &str) -> Command {
     c
 }
 
-/// Reads `child`'s output until a line containing `marker`; the text after it.
-fn read_until(out: &mut impl BufRead, marker: &str, what: &str) -> String {
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if out.read_line(&mut line).unwrap() == 0 {
-            panic!("{what} ended before {marker}: {seen}");
-        }
-        // libtest may print the test name on the same line.
-        if let Some((_, rest)) = line.split_once(marker) {
-            return rest.trim().to_string();
-        }
-        seen.push_str(&line);
-    }
-}
-
 /// Runs `row` on hosts whose configurations are `confs` (one store) and checks its counts.
 fn race(row: &Row, confs: &[PathBuf]) {
     assert_eq!(confs.len(), row.hosts);
@@ -291,14 +276,14 @@ fn race(row: &Row, confs: &[PathBuf]) {
         .collect();
     // Every racer has loaded the module and opened its sessions: start them all.
     for (_, out) in children.iter_mut() {
-        read_until(out, "READY", "a racer");
+        read_until(out, "READY");
     }
     for (c, _) in children.iter_mut() {
         c.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     }
     let mut total = Counts::default();
     for (mut c, mut out) in children {
-        total.add(Counts::parse(&read_until(&mut out, "TALLY ", "a racer")));
+        total.add(Counts::parse(&read_until(&mut out, "TALLY ")));
         assert!(c.wait().unwrap().success(), "{}: a racer failed", row.name);
     }
     eprintln!("{}: {}", row.name, total.line());
@@ -328,7 +313,7 @@ fn tokens_info(conf: &Path, op: Op) -> String {
         .output()
         .unwrap();
     assert!(out.status.success());
-    read_until(&mut BufReader::new(&out.stdout[..]), "FLAGS ", "the flags reader")
+    read_until(&mut BufReader::new(&out.stdout[..]), "FLAGS ")
 }
 
 fn flags(who: &str) {

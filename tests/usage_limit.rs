@@ -10,12 +10,13 @@
 mod common;
 
 use common::pg::Pg;
+use common::race::start_together;
 use common::*;
 use cryptoki::error::RvError;
 use cryptoki::mechanism::Mechanism;
 use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
 use cryptoki::session::Session;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -506,22 +507,6 @@ fn child(test: &str, conf: &Path) -> std::process::Child {
         .unwrap()
 }
 
-/// Reads `out` until a line holding `marker`.
-fn read_until(out: &mut impl BufRead, marker: &str) {
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "ended before {marker}: {seen}"
-        );
-        if line.contains(marker) {
-            return;
-        }
-        seen.push_str(&line);
-    }
-}
-
 /// The race on `confs` (one per host; the racers take them in turn): exactly `LIMIT - SPENT`
 /// signatures in all, each one valid.
 fn race(test: &str, confs: &[PathBuf]) {
@@ -539,16 +524,7 @@ fn race(test: &str, confs: &[PathBuf]) {
     let mut racers: Vec<_> = (0..PROCESSES)
         .map(|i| child(test, &confs[i % confs.len()]))
         .collect();
-    let mut outs: Vec<_> = racers
-        .iter_mut()
-        .map(|c| BufReader::new(c.stdout.take().unwrap()))
-        .collect();
-    for o in &mut outs {
-        read_until(o, "READY");
-    }
-    for r in &mut racers {
-        writeln!(r.stdin.as_mut().unwrap(), "go").unwrap();
-    }
+    let mut outs = start_together(&mut racers);
     let mut signatures = 0;
     for (r, o) in racers.iter_mut().zip(&mut outs) {
         for line in o.lines() {

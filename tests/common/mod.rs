@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pg;
+pub mod race;
 pub mod remote;
 
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};

@@ -393,6 +393,52 @@ fn a_limited_key_signs_exactly_its_limit_and_the_count_survives_a_reopen_and_a_c
     assert_eq!(uses(&s, later), 1);
 }
 
+/// A use that cannot be counted is not made: with the store's files immutable (as root may
+/// make them; SQLite's shared-memory index left writable, as tests/store_faults.rs says why),
+/// a limited key's C_SignInit is refused and no signature leaves; once the store is writable
+/// again the count reads what was really spent. A key without a limit still signs, since it
+/// writes nothing.
+#[test]
+fn a_use_that_cannot_be_counted_is_refused() {
+    let env = TestEnv::new();
+    let p = load();
+    let slot = new_token(&p, "usage unwritable");
+    let s = user_session(&p, slot);
+    let (_, limited) = rsa_pair(&s, &[limit(5)], &[]).unwrap();
+    let (_, free) = rsa_pair_id(&s, b"free", &[], &[]).unwrap();
+    sign(&s, limited, b"counted").unwrap();
+    let store = env.store_dir();
+    let files: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().ends_with("-shm"))
+        .chain([store.clone()])
+        .collect();
+    let chattr = |flag: &str| {
+        for f in &files {
+            let ok = std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(f)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(
+                ok || flag == "-i",
+                "chattr {flag} {} (these tests run as root)",
+                f.display()
+            );
+        }
+    };
+    chattr("+i");
+    let refused = sign(&s, limited, b"not counted");
+    let unlimited = sign(&s, free, b"no count to write");
+    chattr("-i");
+    assert_eq!(refused.unwrap_err(), RvError::DeviceError);
+    assert!(unlimited.is_ok(), "{unlimited:?}");
+    assert_eq!(uses(&s, limited), 1);
+    drop(s);
+    p.finalize().unwrap();
+}
+
 #[test]
 fn mac_and_decrypt_uses_are_counted_and_refused_at_the_limit() {
     let _env = TestEnv::new();
